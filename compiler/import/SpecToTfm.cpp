@@ -1,0 +1,236 @@
+// Spec -> tfm IR. The graph is written with primitive ops only (see dialects/tfm/README.md), so
+// that the unfused program is a real program and fusion passes are real rewrites.
+#include "import/SpecToTfm.h"
+
+#include <cmath>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "tfm/TfmDialect.h"
+
+using namespace mlir;
+
+namespace tfmc {
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+class GraphBuilder {
+public:
+  GraphBuilder(const ModelSpec &spec, MLIRContext &ctx)
+      : spec_(spec), m_(spec.model), b_(&ctx), f32_(b_.getF32Type()) {
+    specLoc_ = FileLineColLoc::get(&ctx, spec.path.empty() ? spec.name : spec.path,
+                                   m_.loc.line, m_.loc.col);
+    loc_ = specLoc_;
+  }
+
+  OwningOpRef<ModuleOp> build() {
+    OwningOpRef<ModuleOp> module = ModuleOp::create(specLoc_);
+    module->getOperation()->setAttr("tfm.model_name", b_.getStringAttr(spec_.name));
+    b_.setInsertionPointToEnd(module->getBody());
+    buildForward();
+    return module;
+  }
+
+private:
+  // --- types -------------------------------------------------------------------------------
+  RankedTensorType f32Type(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, f32_); }
+  RankedTensorType idsType() { return RankedTensorType::get({kDyn, kDyn}, b_.getI32Type()); }
+  RankedTensorType hiddenType() { return f32Type({kDyn, kDyn, m_.d_model}); }
+
+  // --- scoped locations: every op built under a scope is tagged with the weights' prefix ----
+  struct Scope {
+    Scope(GraphBuilder &g, const std::string &name) : g(g), saved(g.loc_), savedName(g.scope_) {
+      g.scope_ = name;
+      g.loc_ = NameLoc::get(g.b_.getStringAttr(name), g.specLoc_);
+    }
+    ~Scope() { g.loc_ = saved; g.scope_ = savedName; }
+    GraphBuilder &g;
+    Location saved;
+    std::string savedName;
+  };
+
+  Value param(const std::string &name, ArrayRef<int64_t> shape) {
+    return b_.create<tfm::ParamOp>(loc_, f32Type(shape), name);
+  }
+  Value scoped(const std::string &suffix, ArrayRef<int64_t> shape) {
+    return param(scope_ + "." + suffix, shape);
+  }
+
+  Value linear(Value x, const std::string &name, int64_t in, int64_t out) {
+    Value w = scoped(name + ".weight", {out, in});
+    Value bias = scoped(name + ".bias", {out});
+    auto xType = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> shape(xType.getShape());
+    shape.back() = out;
+    Value y = b_.create<tfm::MatmulOp>(loc_, f32Type(shape), x, w, b_.getBoolAttr(true));
+    return b_.create<tfm::BiasAddOp>(loc_, y.getType(), y, bias);
+  }
+
+  Value layerNorm(Value x, const std::string &name) {
+    Value gamma = scoped(name + ".weight", {m_.d_model});
+    Value beta = scoped(name + ".bias", {m_.d_model});
+    return b_.create<tfm::LayerNormOp>(loc_, x.getType(), x, gamma, beta,
+                                        b_.getF64FloatAttr(m_.layer_norm_eps));
+  }
+
+  Value dropout(Value x, double rate) {
+    return b_.create<tfm::DropoutOp>(loc_, x.getType(), x, b_.getF64FloatAttr(rate));
+  }
+
+  // Multi-head attention from primitive ops: Q K^T -> scale -> mask -> softmax -> dropout -> * V.
+  Value attention(Value query, Value keyValue, Value keyKeep, bool causal,
+                  const std::string &name) {
+    Scope scope(*this, scope_ + "." + name);
+    const int64_t d = m_.d_model, h = m_.heads, dk = spec_.headDim();
+    auto heads = [&](Value x) {
+      return b_.create<tfm::SplitHeadsOp>(loc_, f32Type({kDyn, h, kDyn, dk}), x,
+                                           b_.getI64IntegerAttr(h));
+    };
+    Value q = heads(linear(query, "q_proj", d, d));
+    Value k = heads(linear(keyValue, "k_proj", d, d));
+    Value v = heads(linear(keyValue, "v_proj", d, d));
+    auto scoresType = f32Type({kDyn, h, kDyn, kDyn});
+    Value scores = b_.create<tfm::BatchMatmulOp>(loc_, scoresType, q, k, b_.getBoolAttr(true));
+    scores = b_.create<tfm::ScaleOp>(loc_, scoresType, scores,
+                                     b_.getF64FloatAttr(1.0 / std::sqrt(double(dk))));
+    scores = b_.create<tfm::MaskOp>(loc_, scoresType, scores, keyKeep, b_.getBoolAttr(causal));
+    Value probs = b_.create<tfm::SoftmaxOp>(loc_, scoresType, scores);
+    probs = dropout(probs, m_.attention_dropout);
+    Value ctx = b_.create<tfm::BatchMatmulOp>(loc_, f32Type({kDyn, h, kDyn, dk}), probs, v,
+                                              b_.getBoolAttr(false));
+    Value merged = b_.create<tfm::MergeHeadsOp>(loc_, hiddenType(), ctx);
+    return linear(merged, "out_proj", d, d);
+  }
+
+  Value feedForward(Value x) {
+    Scope scope(*this, scope_ + ".ffn");
+    Value hidden = linear(x, "fc1", m_.d_model, m_.d_ff);
+    if (m_.activation == Activation::ReLU)
+      hidden = b_.create<tfm::ReluOp>(loc_, hidden.getType(), hidden);
+    else
+      hidden = b_.create<tfm::GeluOp>(loc_, hidden.getType(), hidden);
+    hidden = dropout(hidden, m_.activation_dropout);
+    return linear(hidden, "fc2", m_.d_ff, m_.d_model);
+  }
+
+  // One residual block: post-norm LN(x + drop(f(x))) or pre-norm x + drop(f(LN(x))).
+  template <typename Fn>
+  Value residualBlock(Value x, const std::string &normName, Fn &&sublayer) {
+    if (m_.norm == NormPlacement::Post) {
+      Value y = dropout(sublayer(x), m_.dropout);
+      return layerNorm(b_.create<tfm::AddOp>(loc_, x.getType(), x, y), normName);
+    }
+    Value y = dropout(sublayer(layerNorm(x, normName)), m_.dropout);
+    return b_.create<tfm::AddOp>(loc_, x.getType(), x, y);
+  }
+
+  Value embed(Value ids, const std::string &tableName, int64_t vocab, Value sinusoidTable,
+              const std::string &positionsName) {
+    Value table = param(tableName, {vocab, m_.d_model});
+    Value x = b_.create<tfm::EmbeddingOp>(loc_, hiddenType(), table, ids);
+    x = b_.create<tfm::ScaleOp>(loc_, hiddenType(), x,
+                                b_.getF64FloatAttr(std::sqrt(double(m_.d_model))));
+    Value positions = sinusoidTable ? sinusoidTable
+                                    : param(positionsName, {m_.max_len, m_.d_model});
+    x = b_.create<tfm::AddPositionsOp>(loc_, hiddenType(), x, positions);
+    return dropout(x, m_.dropout);
+  }
+
+  std::string srcTableName() const {
+    return m_.tie_src_tgt_embeddings ? "shared_embedding.weight" : "encoder.embed_tokens.weight";
+  }
+  std::string tgtTableName() const {
+    return m_.tie_src_tgt_embeddings ? "shared_embedding.weight" : "decoder.embed_tokens.weight";
+  }
+
+  void buildForward() {
+    auto logitsType = f32Type({kDyn, kDyn, m_.tgt_vocab_size});
+    auto lossType = f32Type({});
+    auto fnType = b_.getFunctionType({idsType(), idsType(), idsType()}, {logitsType, lossType});
+    auto fn = b_.create<func::FuncOp>(specLoc_, "forward", fnType);
+    const char *argNames[] = {"src", "tgt_in", "tgt_out"};
+    for (unsigned i = 0; i < 3; ++i)
+      fn.setArgAttr(i, "tfm.name", b_.getStringAttr(argNames[i]));
+    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
+    fn.setResultAttr(1, "tfm.name", b_.getStringAttr("loss"));
+    Block *entry = fn.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(entry);
+    Value src = entry->getArgument(0), tgtIn = entry->getArgument(1),
+          tgtOut = entry->getArgument(2);
+
+    auto maskType = RankedTensorType::get({kDyn, kDyn}, b_.getI1Type());
+    auto pad = b_.getI64IntegerAttr(m_.pad_id);
+    Value srcKeep = b_.create<tfm::PaddingMaskOp>(loc_, maskType, src, pad);
+    Value tgtKeep = b_.create<tfm::PaddingMaskOp>(loc_, maskType, tgtIn, pad);
+
+    Value sinusoid;
+    if (m_.positions == PositionKind::Sinusoidal)
+      sinusoid = b_.create<tfm::PositionTableOp>(loc_, f32Type({m_.max_len, m_.d_model}),
+                                                 m_.max_len, m_.d_model);
+
+    // Encoder.
+    Value x;
+    {
+      Scope scope(*this, "encoder");
+      x = embed(src, srcTableName(), m_.src_vocab_size, sinusoid,
+                "encoder.embed_positions.weight");
+      for (int64_t i = 0; i < m_.encoder_layers; ++i) {
+        Scope layer(*this, "encoder.layers." + std::to_string(i));
+        x = residualBlock(x, "self_attn_norm",
+                          [&](Value in) { return attention(in, in, srcKeep, false, "self_attn"); });
+        x = residualBlock(x, "ffn_norm", [&](Value in) { return feedForward(in); });
+      }
+      if (m_.norm == NormPlacement::Pre) x = layerNorm(x, "final_norm");
+    }
+    Value memory = x;
+
+    // Decoder.
+    Value y;
+    {
+      Scope scope(*this, "decoder");
+      y = embed(tgtIn, tgtTableName(), m_.tgt_vocab_size, sinusoid,
+                "decoder.embed_positions.weight");
+      for (int64_t i = 0; i < m_.decoder_layers; ++i) {
+        Scope layer(*this, "decoder.layers." + std::to_string(i));
+        y = residualBlock(y, "self_attn_norm",
+                          [&](Value in) { return attention(in, in, tgtKeep, true, "self_attn"); });
+        y = residualBlock(y, "cross_attn_norm", [&](Value in) {
+          return attention(in, memory, srcKeep, false, "cross_attn");
+        });
+        y = residualBlock(y, "ffn_norm", [&](Value in) { return feedForward(in); });
+      }
+      if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
+    }
+
+    // Output projection (no bias) and loss.
+    Scope scope(*this, "output_projection");
+    std::string outName =
+        m_.tie_output_projection ? tgtTableName() : std::string("output_projection.weight");
+    Value wOut = param(outName, {m_.tgt_vocab_size, m_.d_model});
+    Value logits = b_.create<tfm::MatmulOp>(loc_, logitsType, y, wOut, b_.getBoolAttr(true));
+    Value loss = b_.create<tfm::LabelSmoothedXentOp>(
+        loc_, lossType, logits, tgtOut, b_.getF64FloatAttr(spec_.training.label_smoothing), pad);
+    b_.create<func::ReturnOp>(loc_, ValueRange{logits, loss});
+  }
+
+  const ModelSpec &spec_;
+  const ModelSection &m_;
+  OpBuilder b_;
+  Type f32_;
+  Location specLoc_ = UnknownLoc::get(b_.getContext());
+  Location loc_ = UnknownLoc::get(b_.getContext());
+  std::string scope_;
+};
+
+}  // namespace
+
+OwningOpRef<ModuleOp> importModelSpec(const ModelSpec &spec, MLIRContext &ctx) {
+  ctx.loadDialect<tfm::TfmDialect, func::FuncDialect>();
+  return GraphBuilder(spec, ctx).build();
+}
+
+}  // namespace tfmc

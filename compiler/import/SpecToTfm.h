@@ -1,0 +1,16 @@
+// Imports a model spec into tfm IR: a module with entry functions built from primitive tfm ops.
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include "spec/ModelSpec.h"
+
+namespace tfmc {
+
+// Builds `func.func @forward(%src, %tgt_in, %tgt_out) -> (logits, loss)` for inference-mode
+// forward + loss. Op locations are NameLoc("<param scope>") wrapping the spec file location.
+mlir::OwningOpRef<mlir::ModuleOp> importModelSpec(const ModelSpec &spec, mlir::MLIRContext &ctx);
+
+}  // namespace tfmc

@@ -1,0 +1,249 @@
+// tfm IR -> artifact. Each func.func becomes an entry function whose nodes are the tfm ops in
+// program order; weights become the parameter table and position tables become constants.
+#include "lower/TfmToArtifact.h"
+
+#include <cstring>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include "lower/PositionTable.h"
+#include "tfm/TfmDialect.h"
+
+using namespace mlir;
+
+namespace tfmc {
+namespace {
+
+std::string locationString(Location loc) {
+  std::string name;
+  if (auto named = dyn_cast<NameLoc>(loc)) {
+    name = named.getName().str();
+    loc = named.getChildLoc();
+  }
+  std::string out;
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    out = (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+           std::to_string(file.getColumn()));
+  if (!name.empty()) out += out.empty() ? name : " (" + name + ")";
+  return out;
+}
+
+FailureOr<tfmrt::DType> dtypeOf(Operation *op, Type type) {
+  Type element = cast<ShapedType>(type).getElementType();
+  if (element.isF32()) return tfmrt::DType::F32;
+  if (element.isInteger(32)) return tfmrt::DType::I32;
+  if (element.isInteger(1)) return tfmrt::DType::Bool;
+  op->emitError() << "the runtime has no element type " << element;
+  return failure();
+}
+
+std::vector<int64_t> shapeOf(Type type) {
+  std::vector<int64_t> shape;
+  for (int64_t d : cast<ShapedType>(type).getShape())
+    shape.push_back(ShapedType::isDynamic(d) ? tfmrt::kDynamicDim : d);
+  return shape;
+}
+
+// Initialiser convention of models/README.md, derived from the parameter's name.
+tfmrt::ParamInit initForParam(StringRef name, size_t rank) {
+  if (name.ends_with("norm.weight")) return tfmrt::ParamInit::Ones;
+  if (name.ends_with(".bias") || rank < 2) return tfmrt::ParamInit::Zeros;
+  return tfmrt::ParamInit::XavierUniform;
+}
+
+class ArtifactLowering {
+public:
+  ArtifactLowering(tfmrt::Artifact &artifact) : artifact_(artifact) {}
+
+  LogicalResult lowerFunction(func::FuncOp fn) {
+    tfmrt::EntryFunction entry;
+    entry.name = fn.getSymName().str();
+    llvm::DenseMap<Value, uint32_t> ids;
+    llvm::DenseMap<uint32_t, uint32_t> paramValues, constantValues;
+
+    auto addValue = [&](Operation *op, Value v, tfmrt::ValueKind kind, std::string name,
+                        uint32_t index) -> FailureOr<uint32_t> {
+      auto dtype = dtypeOf(op, v.getType());
+      if (failed(dtype)) return failure();
+      tfmrt::ValueInfo info;
+      info.name = std::move(name);
+      info.kind = kind;
+      info.dtype = *dtype;
+      info.shape = shapeOf(v.getType());
+      info.index = index;
+      entry.values.push_back(std::move(info));
+      uint32_t id = entry.values.size() - 1;
+      ids[v] = id;
+      return id;
+    };
+
+    for (BlockArgument arg : fn.getArguments()) {
+      auto nameAttr = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tfm.name");
+      std::string name = nameAttr ? nameAttr.str() : "arg" + std::to_string(arg.getArgNumber());
+      auto id = addValue(fn, arg, tfmrt::ValueKind::Input, name, 0);
+      if (failed(id)) return failure();
+      entry.inputs.push_back(*id);
+    }
+
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (Value v : ret.getOperands()) entry.outputs.push_back(ids.lookup(v));
+        continue;
+      }
+      if (auto param = dyn_cast<tfm::ParamOp>(op)) {
+        auto index = paramIndex(param);
+        if (failed(index)) return failure();
+        auto it = paramValues.find(*index);
+        if (it != paramValues.end()) {
+          ids[param.getResult()] = it->second;  // tied weights share one value
+          continue;
+        }
+        auto id = addValue(&op, param.getResult(), tfmrt::ValueKind::Parameter,
+                           param.getName().str(), *index);
+        if (failed(id)) return failure();
+        paramValues[*index] = *id;
+        continue;
+      }
+      if (auto table = dyn_cast<tfm::PositionTableOp>(op)) {
+        uint32_t index = positionConstant(table.getMaxLen(), table.getDim());
+        auto it = constantValues.find(index);
+        if (it != constantValues.end()) {
+          ids[table.getResult()] = it->second;
+          continue;
+        }
+        auto id = addValue(&op, table.getResult(), tfmrt::ValueKind::Constant,
+                           artifact_.constants[index].name, index);
+        if (failed(id)) return failure();
+        constantValues[index] = *id;
+        continue;
+      }
+      if (!isa<tfm::TfmDialect>(op.getDialect()))
+        return op.emitError() << "cannot lower op '" << op.getName()
+                              << "' to the runtime artifact";
+
+      tfmrt::Node node;
+      node.op = op.getName().getStringRef().str();
+      node.loc = locationString(op.getLoc());
+      for (Value operand : op.getOperands()) {
+        auto it = ids.find(operand);
+        if (it == ids.end()) return op.emitError("operand defined outside the entry block");
+        node.inputs.push_back(it->second);
+      }
+      for (Value result : op.getResults()) {
+        auto id = addValue(&op, result, tfmrt::ValueKind::Intermediate,
+                           "%" + std::to_string(entry.values.size()), 0);
+        if (failed(id)) return failure();
+        node.outputs.push_back(*id);
+      }
+      for (NamedAttribute attr : op.getAttrs()) {
+        if (failed(convertAttr(&op, attr, node))) return failure();
+      }
+      entry.nodes.push_back(std::move(node));
+    }
+    artifact_.functions.push_back(std::move(entry));
+    return success();
+  }
+
+private:
+  FailureOr<uint32_t> paramIndex(tfm::ParamOp param) {
+    std::string name = param.getName().str();
+    std::vector<int64_t> shape = shapeOf(param.getType());
+    auto it = paramIndices_.find(name);
+    if (it != paramIndices_.end()) {
+      if (artifact_.params[it->second].shape != shape)
+        return param.emitError() << "parameter '" << name << "' is used with two shapes";
+      return it->second;
+    }
+    tfmrt::ParamInfo info;
+    info.name = name;
+    info.shape = shape;
+    info.init = initForParam(name, shape.size());
+    artifact_.params.push_back(std::move(info));
+    uint32_t index = artifact_.params.size() - 1;
+    paramIndices_[name] = index;
+    return index;
+  }
+
+  uint32_t positionConstant(int64_t maxLen, int64_t dim) {
+    std::string name = "sinusoid_" + std::to_string(maxLen) + "x" + std::to_string(dim);
+    for (size_t i = 0; i < artifact_.constants.size(); ++i)
+      if (artifact_.constants[i].name == name) return i;
+    std::vector<float> table = sinusoidalPositionTable(maxLen, dim);
+    tfmrt::Constant constant;
+    constant.name = name;
+    constant.shape = {maxLen, dim};
+    constant.data.resize(table.size() * sizeof(float));
+    std::memcpy(constant.data.data(), table.data(), constant.data.size());
+    artifact_.constants.push_back(std::move(constant));
+    return artifact_.constants.size() - 1;
+  }
+
+  LogicalResult convertAttr(Operation *op, NamedAttribute attr, tfmrt::Node &node) {
+    std::string key = attr.getName().str();
+    Attribute value = attr.getValue();
+    if (auto b = dyn_cast<BoolAttr>(value))
+      node.attrs[key] = tfmrt::AttrValue::ofInt(b.getValue() ? 1 : 0);
+    else if (auto i = dyn_cast<IntegerAttr>(value))
+      node.attrs[key] = tfmrt::AttrValue::ofInt(i.getInt());
+    else if (auto f = dyn_cast<FloatAttr>(value))
+      node.attrs[key] = tfmrt::AttrValue::ofFloat(f.getValueAsDouble());
+    else if (auto s = dyn_cast<StringAttr>(value))
+      node.attrs[key] = tfmrt::AttrValue::ofString(s.str());
+    else
+      return op->emitError() << "attribute '" << key << "' has no artifact encoding";
+    return success();
+  }
+
+  tfmrt::Artifact &artifact_;
+  llvm::StringMap<uint32_t> paramIndices_;
+};
+
+void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
+  const ModelSection &m = spec.model;
+  auto &md = artifact.metadata;
+  auto num = [](double v) {
+    std::string s;
+    llvm::raw_string_ostream(s) << v;
+    return s;
+  };
+  md["spec.path"] = spec.path;
+  md["model.d_model"] = std::to_string(m.d_model);
+  md["model.heads"] = std::to_string(m.heads);
+  md["model.d_ff"] = std::to_string(m.d_ff);
+  md["model.encoder_layers"] = std::to_string(m.encoder_layers);
+  md["model.decoder_layers"] = std::to_string(m.decoder_layers);
+  md["model.src_vocab_size"] = std::to_string(m.src_vocab_size);
+  md["model.tgt_vocab_size"] = std::to_string(m.tgt_vocab_size);
+  md["model.max_len"] = std::to_string(m.max_len);
+  md["model.pad_id"] = std::to_string(m.pad_id);
+  md["model.bos_id"] = std::to_string(m.bos_id);
+  md["model.eos_id"] = std::to_string(m.eos_id);
+  md["model.positions"] = m.positions == PositionKind::Sinusoidal ? "sinusoidal" : "learned";
+  md["model.norm"] = m.norm == NormPlacement::Post ? "post" : "pre";
+  md["model.activation"] = m.activation == Activation::ReLU ? "relu" : "gelu";
+  md["training.label_smoothing"] = num(spec.training.label_smoothing);
+  md["decoding.beam_size"] = std::to_string(spec.decoding.beam_size);
+  md["decoding.length_penalty"] = num(spec.decoding.length_penalty);
+  md["decoding.max_length_ratio"] = num(spec.decoding.max_length_ratio);
+  md["decoding.max_length_offset"] = std::to_string(spec.decoding.max_length_offset);
+  md["compile.batch"] = std::to_string(spec.compile.batch);
+  md["compile.src_len"] = std::to_string(spec.compile.src_len);
+  md["compile.tgt_len"] = std::to_string(spec.compile.tgt_len);
+}
+
+}  // namespace
+
+LogicalResult lowerToArtifact(ModuleOp module, const ModelSpec &spec, tfmrt::Artifact &artifact) {
+  artifact.modelName = spec.name;
+  recordSpec(spec, artifact);
+  ArtifactLowering lowering(artifact);
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (failed(lowering.lowerFunction(fn))) return failure();
+  return success();
+}
+
+}  // namespace tfmc

@@ -1,0 +1,244 @@
+// `tfmc run`, `tfmc demo`, `tfmc inspect`: the runtime half of the CLI (no MLIR here).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "Commands.h"
+#include "tfmrt/runtime.h"
+#include "tfmrt/safetensors.h"
+
+namespace tfmc {
+namespace {
+
+int64_t metaInt(const tfmrt::Artifact &a, const std::string &key, int64_t fallback) {
+  auto it = a.metadata.find(key);
+  return it == a.metadata.end() ? fallback : std::stoll(it->second);
+}
+
+// A padded batch with varied lengths, so padding masks are exercised: row b keeps
+// max(2, len - 3b mod len/2) tokens. Ids avoid pad/bos/eos.
+void makeSampleBatch(const tfmrt::Artifact &a, int64_t batch, int64_t srcLen, int64_t tgtLen,
+                     uint64_t seed, std::vector<tfmrt::Tensor> &inputs) {
+  const int64_t pad = metaInt(a, "model.pad_id", 0), bos = metaInt(a, "model.bos_id", 1),
+                eos = metaInt(a, "model.eos_id", 2);
+  const int64_t srcVocab = metaInt(a, "model.src_vocab_size", 8),
+                tgtVocab = metaInt(a, "model.tgt_vocab_size", 8);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&](int64_t vocab) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    int64_t id;
+    do {
+      id = int64_t((state >> 33) % uint64_t(vocab));
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+    } while (id == pad || id == bos || id == eos);
+    return int32_t(id);
+  };
+  auto rowLen = [](int64_t len, int64_t b) {
+    return std::max<int64_t>(std::min<int64_t>(2, len), len - (3 * b) % (len / 2 + 1));
+  };
+  std::vector<int32_t> src(batch * srcLen, int32_t(pad)), tgtIn(batch * tgtLen, int32_t(pad)),
+      tgtOut(batch * tgtLen, int32_t(pad));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0, n = rowLen(srcLen, b); s < n; ++s) src[b * srcLen + s] = next(srcVocab);
+    int64_t n = rowLen(tgtLen, b);
+    std::vector<int32_t> y(n);
+    for (auto &t : y) t = next(tgtVocab);
+    for (int64_t t = 0; t < n; ++t) {
+      tgtIn[b * tgtLen + t] = t == 0 ? int32_t(bos) : y[t - 1];
+      tgtOut[b * tgtLen + t] = t == n - 1 ? int32_t(eos) : y[t];
+    }
+  }
+  inputs = {tfmrt::Tensor::i32({batch, srcLen}, src), tfmrt::Tensor::i32({batch, tgtLen}, tgtIn),
+            tfmrt::Tensor::i32({batch, tgtLen}, tgtOut)};
+}
+
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int fail(const char *cmd, const tfmrt::Status &status) {
+  std::cerr << "tfmc " << cmd << ": error: " << status.message() << "\n";
+  return 1;
+}
+
+struct RunSettings {
+  std::string artifactPath;
+  std::string weights, inputs, output, saveWeights, kernels = "dnnl";
+  uint64_t seed = 1;
+  int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
+};
+
+int runForward(const char *cmd, const RunSettings &rs) {
+  tfmrt::RuntimeOptions options;
+  if (rs.kernels == "reference")
+    options.backend = tfmrt::KernelBackend::Reference;
+  else if (rs.kernels == "dnnl")
+    options.backend = tfmrt::KernelBackend::Dnnl;
+  else {
+    std::cerr << "tfmc " << cmd << ": error: --kernels must be 'dnnl' or 'reference', got '"
+              << rs.kernels << "'\n";
+    return 2;
+  }
+  options.num_threads = int(rs.threads);
+  std::unique_ptr<tfmrt::Model> model;
+  if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
+  const tfmrt::Artifact &a = model->artifact();
+
+  if (!rs.weights.empty()) {
+    if (auto s = model->loadWeights(rs.weights); !s.ok()) return fail(cmd, s);
+  } else if (auto s = model->initWeights(rs.seed); !s.ok()) {
+    return fail(cmd, s);
+  }
+  if (!rs.saveWeights.empty())
+    if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail(cmd, s);
+
+  std::vector<tfmrt::Tensor> inputs;
+  if (!rs.inputs.empty()) {
+    std::map<std::string, tfmrt::Tensor> tensors;
+    if (auto s = tfmrt::readSafetensors(rs.inputs, tensors); !s.ok()) return fail(cmd, s);
+    for (const char *name : {"src", "tgt_in", "tgt_out"}) {
+      auto it = tensors.find(name);
+      if (it == tensors.end()) {
+        std::cerr << "tfmc " << cmd << ": error: " << rs.inputs << " has no tensor '" << name
+                  << "' (expected src, tgt_in, tgt_out as I32 [B, S] / [B, T])\n";
+        return 1;
+      }
+      inputs.push_back(it->second);
+    }
+  } else {
+    int64_t batch = rs.batch > 0 ? rs.batch : metaInt(a, "compile.batch", 8);
+    int64_t srcLen = rs.srcLen > 0 ? rs.srcLen : metaInt(a, "compile.src_len", 16);
+    int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : metaInt(a, "compile.tgt_len", 16);
+    makeSampleBatch(a, batch, srcLen, tgtLen, rs.seed, inputs);
+  }
+  const int64_t batch = inputs[0].shape[0];
+  const int64_t positions = batch * (inputs[0].shape[1] + inputs[1].shape[1]);
+
+  std::vector<tfmrt::Tensor> outputs;
+  std::vector<double> millis;
+  for (int64_t i = 0; i < std::max<int64_t>(1, rs.iters); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (auto s = model->run("forward", inputs, outputs); !s.ok()) return fail(cmd, s);
+    millis.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+  // The first call binds shapes and allocates; report the median of the rest when there are any.
+  std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(),
+                             millis.end());
+  std::sort(steady.begin(), steady.end());
+  double median = steady[steady.size() / 2];
+
+  const tfmrt::Tensor &logits = outputs[0];
+  float loss = outputs[1].data<float>()[0];
+  std::printf("model %s (%s kernels), batch %s src %s tgt %s\n", a.modelName.c_str(),
+              rs.kernels.c_str(), std::to_string(batch).c_str(),
+              shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str());
+  std::printf("logits %s  loss %.6f  (label-smoothed cross-entropy per target token)\n",
+              shapeString(logits.shape).c_str(), loss);
+  std::printf("forward: %.2f ms median of %zu, %.0f tokens/s (B x (S+T) = %lld positions), "
+              "load average %s\n",
+              median, steady.size(), positions / (median / 1000.0), (long long)positions,
+              loadAverage().c_str());
+  if (!std::isfinite(loss)) {
+    std::cerr << "tfmc " << cmd << ": error: the loss is not finite\n";
+    return 1;
+  }
+  if (!rs.output.empty()) {
+    std::map<std::string, tfmrt::Tensor> out{{"logits", outputs[0]}, {"loss", outputs[1]}};
+    if (auto s = tfmrt::writeSafetensors(rs.output, out, {}); !s.ok()) return fail(cmd, s);
+    std::printf("wrote %s\n", rs.output.c_str());
+  }
+  return 0;
+}
+
+bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
+  auto unknown = cl.unknown({"weights", "seed", "inputs", "batch", "src-len", "tgt-len",
+                             "kernels", "iters", "output", "save-weights", "threads", "o"});
+  if (!unknown.empty()) {
+    std::cerr << "tfmc " << cmd << ": error: unknown option --" << unknown[0] << "\n";
+    return false;
+  }
+  if (cl.has("weights") && cl.has("seed")) {
+    std::cerr << "tfmc " << cmd << ": error: --weights and --seed are exclusive\n";
+    return false;
+  }
+  rs.weights = cl.get("weights");
+  rs.inputs = cl.get("inputs");
+  rs.output = cl.get("output");
+  rs.saveWeights = cl.get("save-weights");
+  rs.kernels = cl.get("kernels", "dnnl");
+  rs.seed = uint64_t(cl.getInt("seed", 1));
+  rs.batch = cl.getInt("batch", -1);
+  rs.srcLen = cl.getInt("src-len", -1);
+  rs.tgtLen = cl.getInt("tgt-len", -1);
+  rs.iters = cl.getInt("iters", 1);
+  rs.threads = cl.getInt("threads", 0);
+  return true;
+}
+
+}  // namespace
+
+int runCommand(const CommandLine &cl) {
+  RunSettings rs;
+  if (!readRunSettings("run", cl, rs)) return 2;
+  if (cl.positionals.size() != 1) {
+    std::cerr << "tfmc run: error: expected exactly one artifact (tfmc run <model.tfmx>)\n";
+    return 2;
+  }
+  rs.artifactPath = cl.positionals[0];
+  return runForward("run", rs);
+}
+
+int demoCommand(const CommandLine &cl) {
+  RunSettings rs;
+  if (!readRunSettings("demo", cl, rs)) return 2;
+  if (cl.positionals.size() > 1) {
+    std::cerr << "tfmc demo: error: expected at most one spec file\n";
+    return 2;
+  }
+  std::string spec = cl.positionals.empty() ? "" : cl.positionals[0];
+  rs.artifactPath = cl.get("o", "demo.tfmx");
+  if (!cl.has("iters")) rs.iters = 4;
+  if (!compileSpecToArtifactFile(spec, rs.artifactPath, false)) return 1;
+  return runForward("demo", rs);
+}
+
+int inspectCommand(const CommandLine &cl) {
+  if (cl.positionals.size() != 1) {
+    std::cerr << "tfmc inspect: error: expected exactly one artifact\n";
+    return 2;
+  }
+  tfmrt::Artifact a;
+  if (auto s = tfmrt::readArtifactFile(cl.positionals[0], a); !s.ok()) return fail("inspect", s);
+  std::printf("artifact %s: model '%s', format version %u\n", cl.positionals[0].c_str(),
+              a.modelName.c_str(), a.formatVersion);
+  for (const auto &[k, v] : a.metadata) std::printf("  %s = %s\n", k.c_str(), v.c_str());
+  std::printf("%zu parameters:\n", a.params.size());
+  for (const auto &p : a.params)
+    std::printf("  %-50s %s\n", p.name.c_str(), shapeString(p.shape).c_str());
+  std::printf("%zu constants\n", a.constants.size());
+  for (const auto &fn : a.functions) {
+    std::map<std::string, int> counts;
+    for (const auto &n : fn.nodes) counts[n.op]++;
+    std::printf("entry %s: %zu inputs, %zu outputs, %zu nodes\n", fn.name.c_str(),
+                fn.inputs.size(), fn.outputs.size(), fn.nodes.size());
+    for (const auto &[op, n] : counts) std::printf("  %-28s %d\n", op.c_str(), n);
+  }
+  return 0;
+}
+
+}  // namespace tfmc

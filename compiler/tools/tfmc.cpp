@@ -1,0 +1,105 @@
+// tfmc: compile model specs, run compiled artifacts, inspect them.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "Commands.h"
+
+namespace tfmc {
+
+bool CommandLine::has(const std::string &name) const {
+  for (auto &f : flags)
+    if (f.first == name) return true;
+  return false;
+}
+
+std::string CommandLine::get(const std::string &name, const std::string &fallback) const {
+  for (auto &f : flags)
+    if (f.first == name) return f.second;
+  return fallback;
+}
+
+long long CommandLine::getInt(const std::string &name, long long fallback) const {
+  if (!has(name)) return fallback;
+  std::string v = get(name);
+  char *end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') {
+    std::cerr << "tfmc: error: --" << name << " expects an integer, got '" << v << "'\n";
+    std::exit(2);
+  }
+  return x;
+}
+
+std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &known) const {
+  std::vector<std::string> out;
+  for (auto &f : flags) {
+    bool ok = false;
+    for (auto &k : known) ok |= (k == f.first);
+    if (!ok) out.push_back(f.first);
+  }
+  return out;
+}
+
+bool isSwitch(const std::string &name) {
+  return name == "quiet" || name == "help" || name == "print-ir";
+}
+
+}  // namespace tfmc
+
+static const char *kUsage = R"(usage: tfmc <command> [options]
+
+commands:
+  compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir]
+      Import a model spec into the tfm dialect, verify it and write the compiled artifact
+      (default <spec name>.tfmx). --emit=mlir prints the imported tfm IR instead.
+  run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
+      [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
+      [--output out.safetensors] [--save-weights w.safetensors] [--threads N]
+      Run the forward entry: logits and label-smoothed loss. Without --inputs a built-in
+      padded sample batch is used. Prints loss and tokens/s.
+  demo [spec.yaml] [--seed N] [--kernels=...] [--iters N]
+      Compile a spec (the embedded small model by default), initialise weights from a seed
+      and run the forward pass + loss over a built-in sample batch.
+  inspect <model.tfmx>
+      Validate an artifact and summarise its parameters, constants and entry functions.
+)";
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string command = argv[1];
+  tfmc::CommandLine cl;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-o") {
+      if (i + 1 >= argc) {
+        std::cerr << "tfmc: error: -o needs a file name\n";
+        return 2;
+      }
+      cl.flags.push_back({"o", argv[++i]});
+    } else if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      std::string body = arg.substr(2);
+      size_t eq = body.find('=');
+      if (eq != std::string::npos) {
+        cl.flags.push_back({body.substr(0, eq), body.substr(eq + 1)});
+      } else if (tfmc::isSwitch(body) || i + 1 >= argc) {
+        cl.flags.push_back({body, ""});
+      } else {
+        cl.flags.push_back({body, argv[++i]});
+      }
+    } else {
+      cl.positionals.push_back(arg);
+    }
+  }
+  if (command == "compile") return tfmc::compileCommand(cl);
+  if (command == "run") return tfmc::runCommand(cl);
+  if (command == "demo") return tfmc::demoCommand(cl);
+  if (command == "inspect") return tfmc::inspectCommand(cl);
+  std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,183 @@
+// Ops of the tfm dialect. Semantics are summarised in README.md next to this file; the runtime's
+// reference kernels implement exactly these.
+#ifndef TFM_OPS_TD
+#define TFM_OPS_TD
+
+include "TfmDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Tfm_F32Tensor : RankedTensorOf<[F32]>;
+def Tfm_I32Tensor : RankedTensorOf<[I32]>;
+def Tfm_BoolTensor : RankedTensorOf<[I1]>;
+
+class Tfm_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Tfm_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let arguments = (ins Tfm_F32Tensor:$input);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Values from outside the computation
+//===----------------------------------------------------------------------===//
+
+def Tfm_ParamOp : Tfm_Op<"param", [Pure]> {
+  let summary = "A named model weight";
+  let description = [{
+    Weights are values rather than function arguments so that layout passes can rewrite their
+    uses and autodiff can find them by name. Names follow models/README.md.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tfm_PositionTableOp : Tfm_Op<"position_table", [Pure]> {
+  let summary = "Sinusoidal position table [max_len, dim], a compile-time constant";
+  let arguments = (ins I64Attr:$max_len, I64Attr:$dim);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings and elementwise
+//===----------------------------------------------------------------------===//
+
+def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure]> {
+  let summary = "Row gather: table [V, D], ids [B, S] -> [B, S, D]";
+  let arguments = (ins Tfm_F32Tensor:$table, Tfm_I32Tensor:$ids);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_AddPositionsOp : Tfm_Op<"add_positions", [Pure]> {
+  let summary = "x [B, S, D] + table[:S] for a table [L, D]";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$table);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $table attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_ScaleOp : Tfm_UnaryOp<"scale"> {
+  let summary = "x * factor";
+  let arguments = (ins Tfm_F32Tensor:$input, F64Attr:$factor);
+}
+
+def Tfm_ReluOp : Tfm_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
+def Tfm_GeluOp : Tfm_UnaryOp<"gelu"> { let summary = "Exact (erf) GELU"; }
+
+def Tfm_SoftmaxOp : Tfm_UnaryOp<"softmax"> {
+  let summary = "Softmax over the last axis; an all -inf row gives zeros";
+}
+
+def Tfm_DropoutOp : Tfm_UnaryOp<"dropout"> {
+  let summary = "Inverted dropout; the identity in inference entry functions";
+  let arguments = (ins Tfm_F32Tensor:$input, F64Attr:$rate);
+  let hasVerifier = 1;
+}
+
+def Tfm_AddOp : Tfm_Op<"add", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise a + b (residual connections)";
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure]> {
+  let summary = "x [..., N] + bias [N]";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$bias);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure]> {
+  let summary = "LayerNorm over the last axis (biased variance) with scale and shift";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$gamma, Tfm_F32Tensor:$beta, F64Attr:$epsilon);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Tfm_MatmulOp : Tfm_Op<"matmul", [Pure]> {
+  let summary = "a [..., M, K] x b [K, N] (b [N, K] when transpose_b) -> [..., M, N]";
+  let description = [{
+    A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
+    by `bias_add`. Leading dimensions of `a` are flattened into M.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_BatchMatmulOp : Tfm_Op<"batch_matmul", [Pure]> {
+  let summary = "Per-(batch, head) matmul: [B, H, M, K] x [B, H, K, N] -> [B, H, M, N]";
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention plumbing
+//===----------------------------------------------------------------------===//
+
+def Tfm_SplitHeadsOp : Tfm_Op<"split_heads", [Pure]> {
+  let summary = "[B, S, H*K] -> [B, H, S, K]";
+  let arguments = (ins Tfm_F32Tensor:$input, I64Attr:$heads);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_MergeHeadsOp : Tfm_Op<"merge_heads", [Pure]> {
+  let summary = "[B, H, S, K] -> [B, S, H*K]";
+  let arguments = (ins Tfm_F32Tensor:$input);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_PaddingMaskOp : Tfm_Op<"padding_mask", [Pure]> {
+  let summary = "ids [B, S] -> keep [B, S] (ids != pad_id)";
+  let arguments = (ins Tfm_I32Tensor:$ids, I64Attr:$pad_id);
+  let results = (outs Tfm_BoolTensor:$result);
+  let assemblyFormat = "$ids attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_MaskOp : Tfm_Op<"mask", [Pure]> {
+  let summary = "Set masked attention scores to -inf";
+  let description = [{
+    scores [B, H, Q, K]; key_keep [B, K]. A score is masked when its key is padding, or when
+    `causal` and the key position is after the query position (decoder self-attention). For
+    cross-attention, `key_keep` is the source (memory) padding mask.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$scores, Tfm_BoolTensor:$key_keep, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$scores `,` $key_keep attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+def Tfm_LabelSmoothedXentOp : Tfm_Op<"label_smoothed_xent", [Pure]> {
+  let summary = "Mean label-smoothed cross-entropy over non-pad targets";
+  let arguments = (ins Tfm_F32Tensor:$logits, Tfm_I32Tensor:$targets, F64Attr:$smoothing, I64Attr:$pad_id);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif

@@ -1,0 +1,192 @@
+// Shape contracts of the tfm ops. Dynamic dimensions (`?`) are compatible with anything; the
+// runtime re-checks them against the bound sizes.
+#include "tfm/TfmDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace tfm;
+
+namespace {
+
+bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+std::string dimStr(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
+
+RankedTensorType rankedType(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+LogicalResult expectRank(Operation *op, Value v, int64_t rank, StringRef what) {
+  int64_t actual = rankedType(v).getRank();
+  if (actual != rank)
+    return op->emitOpError() << what << " must have rank " << rank << ", got rank " << actual;
+  return success();
+}
+
+LogicalResult expectDim(Operation *op, int64_t actual, int64_t expected, StringRef what) {
+  if (!dimsCompatible(actual, expected))
+    return op->emitOpError() << what << " is " << dimStr(actual) << " but must be "
+                             << dimStr(expected);
+  return success();
+}
+
+// Every result dimension must be compatible with the expected shape computed from operands.
+LogicalResult expectShape(Operation *op, Value result, ArrayRef<int64_t> expected) {
+  auto type = rankedType(result);
+  if (type.getRank() != static_cast<int64_t>(expected.size()))
+    return op->emitOpError() << "result must have rank " << expected.size() << ", got rank "
+                             << type.getRank();
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(type.getShape(), expected)))
+    if (!dimsCompatible(std::get<0>(pair), std::get<1>(pair)))
+      return op->emitOpError() << "result dimension " << i << " is " << dimStr(std::get<0>(pair))
+                               << " but must be " << dimStr(std::get<1>(pair));
+  return success();
+}
+
+LogicalResult expectRate(Operation *op, double rate, StringRef what) {
+  if (rate < 0.0 || rate >= 1.0)
+    return op->emitOpError() << what << " must be in [0, 1), got " << rate;
+  return success();
+}
+
+}  // namespace
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty()) return emitOpError("parameter name must not be empty");
+  if (!getType().hasStaticShape()) return emitOpError("parameter shape must be static");
+  return success();
+}
+
+LogicalResult PositionTableOp::verify() {
+  if (getMaxLen() <= 0 || getDim() <= 0)
+    return emitOpError("max_len and dim must be positive");
+  if (getDim() % 2 != 0) return emitOpError("sinusoidal tables need an even dim, got ") << getDim();
+  return expectShape(*this, getResult(), {getMaxLen(), getDim()});
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(expectRank(*this, getTable(), 2, "table")) ||
+      failed(expectRank(*this, getIds(), 2, "ids")))
+    return failure();
+  auto table = rankedType(getTable()).getShape();
+  auto ids = rankedType(getIds()).getShape();
+  return expectShape(*this, getResult(), {ids[0], ids[1], table[1]});
+}
+
+LogicalResult AddPositionsOp::verify() {
+  if (failed(expectRank(*this, getInput(), 3, "input")) ||
+      failed(expectRank(*this, getTable(), 2, "table")))
+    return failure();
+  auto x = rankedType(getInput()).getShape();
+  auto table = rankedType(getTable()).getShape();
+  if (failed(expectDim(*this, table[1], x[2], "table width")))
+    return failure();
+  if (!ShapedType::isDynamic(x[1]) && !ShapedType::isDynamic(table[0]) && x[1] > table[0])
+    return emitOpError() << "sequence length " << x[1] << " exceeds the position table ("
+                         << table[0] << " rows)";
+  return expectShape(*this, getResult(), x);
+}
+
+LogicalResult DropoutOp::verify() { return expectRate(*this, getRate().convertToDouble(), "rate"); }
+
+LogicalResult BiasAddOp::verify() {
+  if (failed(expectRank(*this, getBias(), 1, "bias"))) return failure();
+  auto x = rankedType(getInput()).getShape();
+  if (x.empty()) return emitOpError("input must have rank >= 1");
+  if (failed(expectDim(*this, rankedType(getBias()).getDimSize(0), x.back(), "bias length")))
+    return failure();
+  return expectShape(*this, getResult(), x);
+}
+
+LogicalResult LayerNormOp::verify() {
+  auto x = rankedType(getInput()).getShape();
+  if (x.empty()) return emitOpError("input must have rank >= 1");
+  if (failed(expectRank(*this, getGamma(), 1, "gamma")) ||
+      failed(expectRank(*this, getBeta(), 1, "beta")) ||
+      failed(expectDim(*this, rankedType(getGamma()).getDimSize(0), x.back(), "gamma length")) ||
+      failed(expectDim(*this, rankedType(getBeta()).getDimSize(0), x.back(), "beta length")))
+    return failure();
+  if (getEpsilon().convertToDouble() <= 0.0) return emitOpError("epsilon must be positive");
+  return expectShape(*this, getResult(), x);
+}
+
+LogicalResult MatmulOp::verify() {
+  auto a = rankedType(getLhs()).getShape();
+  if (a.size() < 2) return emitOpError() << "lhs must have rank >= 2, got rank " << a.size();
+  if (failed(expectRank(*this, getRhs(), 2, "rhs"))) return failure();
+  auto b = rankedType(getRhs()).getShape();
+  int64_t k = getTransposeB() ? b[1] : b[0];
+  int64_t n = getTransposeB() ? b[0] : b[1];
+  if (failed(expectDim(*this, k, a.back(), "rhs contraction dimension")))
+    return failure();
+  SmallVector<int64_t> expected(a.begin(), a.end());
+  expected.back() = n;
+  return expectShape(*this, getResult(), expected);
+}
+
+LogicalResult BatchMatmulOp::verify() {
+  if (failed(expectRank(*this, getLhs(), 4, "lhs")) ||
+      failed(expectRank(*this, getRhs(), 4, "rhs")))
+    return failure();
+  auto a = rankedType(getLhs()).getShape();
+  auto b = rankedType(getRhs()).getShape();
+  if (failed(expectDim(*this, b[0], a[0], "rhs batch dimension")) ||
+      failed(expectDim(*this, b[1], a[1], "rhs head dimension")))
+    return failure();
+  int64_t k = getTransposeB() ? b[3] : b[2];
+  int64_t n = getTransposeB() ? b[2] : b[3];
+  if (failed(expectDim(*this, k, a[3], "rhs contraction dimension"))) return failure();
+  return expectShape(*this, getResult(), {a[0], a[1], a[2], n});
+}
+
+LogicalResult SplitHeadsOp::verify() {
+  if (failed(expectRank(*this, getInput(), 3, "input"))) return failure();
+  auto x = rankedType(getInput()).getShape();
+  int64_t heads = getHeads();
+  if (heads <= 0) return emitOpError() << "heads must be positive, got " << heads;
+  if (ShapedType::isDynamic(x[2]))
+    return emitOpError("model dimension must be static");
+  if (x[2] % heads != 0)
+    return emitOpError() << "heads (" << heads << ") must divide the model dimension (" << x[2]
+                         << ")";
+  return expectShape(*this, getResult(), {x[0], heads, x[1], x[2] / heads});
+}
+
+LogicalResult MergeHeadsOp::verify() {
+  if (failed(expectRank(*this, getInput(), 4, "input"))) return failure();
+  auto x = rankedType(getInput()).getShape();
+  if (ShapedType::isDynamic(x[1]) || ShapedType::isDynamic(x[3]))
+    return emitOpError("head count and head size must be static");
+  return expectShape(*this, getResult(), {x[0], x[2], x[1] * x[3]});
+}
+
+LogicalResult PaddingMaskOp::verify() {
+  if (failed(expectRank(*this, getIds(), 2, "ids"))) return failure();
+  return expectShape(*this, getResult(), rankedType(getIds()).getShape());
+}
+
+LogicalResult MaskOp::verify() {
+  if (failed(expectRank(*this, getScores(), 4, "scores")) ||
+      failed(expectRank(*this, getKeyKeep(), 2, "key_keep")))
+    return failure();
+  auto s = rankedType(getScores()).getShape();
+  auto keep = rankedType(getKeyKeep()).getShape();
+  if (failed(expectDim(*this, keep[0], s[0], "key_keep batch dimension")) ||
+      failed(expectDim(*this, keep[1], s[3], "key_keep length")))
+    return failure();
+  return expectShape(*this, getResult(), s);
+}
+
+LogicalResult LabelSmoothedXentOp::verify() {
+  if (failed(expectRank(*this, getLogits(), 3, "logits")) ||
+      failed(expectRank(*this, getTargets(), 2, "targets")))
+    return failure();
+  auto logits = rankedType(getLogits()).getShape();
+  auto targets = rankedType(getTargets()).getShape();
+  if (failed(expectDim(*this, targets[0], logits[0], "targets batch dimension")) ||
+      failed(expectDim(*this, targets[1], logits[1], "targets length")))
+    return failure();
+  if (failed(expectRate(*this, getSmoothing().convertToDouble(), "smoothing"))) return failure();
+  return expectShape(*this, getResult(), {});
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs every Debian package tfmc needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt. Run as root (or with sudo).
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build ccache lld git pkg-config python3
+  # compiler side: MLIR/LLVM 19 (pinned: APIs differ between majors)
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  # runtime kernels
+  libdnnl-dev
+  # spec parsing
+  libyaml-cpp-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # tokenizer (used by later translation work)
+  libsentencepiece-dev sentencepiece
+  # reference scripts / peer benchmarks only (never a runtime dependency)
+  python3-torch python3-numpy python3-yaml libopenblas0-openmp
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "bootstrap: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,267 @@
+// RUN: tfm-opt %s -split-input-file -verify-diagnostics
+// Every verifier error of the tfm dialect.
+
+func.func @param_empty_name() {
+  // expected-error @+1 {{parameter name must not be empty}}
+  %0 = tfm.param "" : tensor<2x2xf32>
+  return
+}
+
+// -----
+func.func @param_dynamic() {
+  // expected-error @+1 {{parameter shape must be static}}
+  %0 = tfm.param "w" : tensor<?x2xf32>
+  return
+}
+
+// -----
+func.func @position_table_nonpositive() {
+  // expected-error @+1 {{max_len and dim must be positive}}
+  %0 = tfm.position_table {max_len = 0, dim = 8} : tensor<0x8xf32>
+  return
+}
+
+// -----
+func.func @position_table_odd() {
+  // expected-error @+1 {{sinusoidal tables need an even dim, got 7}}
+  %0 = tfm.position_table {max_len = 4, dim = 7} : tensor<4x7xf32>
+  return
+}
+
+// -----
+func.func @position_table_shape() {
+  // expected-error @+1 {{result dimension 0 is 5 but must be 4}}
+  %0 = tfm.position_table {max_len = 4, dim = 8} : tensor<5x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_table_rank(%t: tensor<8xf32>, %ids: tensor<?x?xi32>) {
+  // expected-error @+1 {{table must have rank 2, got rank 1}}
+  %0 = tfm.embedding %t, %ids : (tensor<8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_ids_type(%t: tensor<4x8xf32>, %ids: tensor<?x?xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer values}}
+  %0 = tfm.embedding %t, %ids : (tensor<4x8xf32>, tensor<?x?xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_result(%t: tensor<4x8xf32>, %ids: tensor<?x?xi32>) {
+  // expected-error @+1 {{result dimension 2 is 7 but must be 8}}
+  %0 = tfm.embedding %t, %ids : (tensor<4x8xf32>, tensor<?x?xi32>) -> tensor<?x?x7xf32>
+  return
+}
+
+// -----
+func.func @add_positions_width(%x: tensor<?x?x8xf32>, %t: tensor<16x6xf32>) {
+  // expected-error @+1 {{table width is 6 but must be 8}}
+  %0 = tfm.add_positions %x, %t : (tensor<?x?x8xf32>, tensor<16x6xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @add_positions_too_long(%x: tensor<2x20x8xf32>, %t: tensor<16x8xf32>) {
+  // expected-error @+1 {{sequence length 20 exceeds the position table (16 rows)}}
+  %0 = tfm.add_positions %x, %t : (tensor<2x20x8xf32>, tensor<16x8xf32>) -> tensor<2x20x8xf32>
+  return
+}
+
+// -----
+func.func @dropout_rate(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{rate must be in [0, 1), got 1.000000e+00}}
+  %0 = tfm.dropout %x {rate = 1.0 : f64} : tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @bias_rank(%x: tensor<?x8xf32>, %b: tensor<1x8xf32>) {
+  // expected-error @+1 {{bias must have rank 1, got rank 2}}
+  %0 = tfm.bias_add %x, %b : (tensor<?x8xf32>, tensor<1x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @bias_length(%x: tensor<?x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{bias length is 4 but must be 8}}
+  %0 = tfm.bias_add %x, %b : (tensor<?x8xf32>, tensor<4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @bias_scalar_input(%x: tensor<f32>, %b: tensor<1xf32>) {
+  // expected-error @+1 {{input must have rank >= 1}}
+  %0 = tfm.bias_add %x, %b : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @layer_norm_gamma(%x: tensor<?x8xf32>, %g: tensor<6xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{gamma length is 6 but must be 8}}
+  %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<6xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_beta_rank(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+1 {{beta must have rank 1, got rank 2}}
+  %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_epsilon(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0 = tfm.layer_norm %x, %g, %b {epsilon = 0.0 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+1 {{lhs must have rank >= 2, got rank 1}}
+  %0 = tfm.matmul %a, %b : (tensor<8xf32>, tensor<8x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+func.func @matmul_rhs_rank(%a: tensor<?x8xf32>, %b: tensor<1x8x4xf32>) {
+  // expected-error @+1 {{rhs must have rank 2, got rank 3}}
+  %0 = tfm.matmul %a, %b : (tensor<?x8xf32>, tensor<1x8x4xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+func.func @matmul_contraction(%a: tensor<?x8xf32>, %w: tensor<4x6xf32>) {
+  // expected-error @+1 {{rhs contraction dimension is 6 but must be 8}}
+  %0 = tfm.matmul %a, %w {transpose_b = true} : (tensor<?x8xf32>, tensor<4x6xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+func.func @matmul_result(%a: tensor<?x?x8xf32>, %w: tensor<8x4xf32>) {
+  // expected-error @+1 {{result dimension 2 is 8 but must be 4}}
+  %0 = tfm.matmul %a, %w : (tensor<?x?x8xf32>, tensor<8x4xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_rank(%a: tensor<?x?x8xf32>, %b: tensor<?x2x?x4xf32>) {
+  // expected-error @+1 {{lhs must have rank 4, got rank 3}}
+  %0 = tfm.batch_matmul %a, %b : (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_heads(%a: tensor<?x2x?x4xf32>, %b: tensor<?x3x?x4xf32>) {
+  // expected-error @+1 {{rhs head dimension is 3 but must be 2}}
+  %0 = tfm.batch_matmul %a, %b {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x3x?x4xf32>) -> tensor<?x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_batch(%a: tensor<3x2x?x4xf32>, %b: tensor<5x2x?x4xf32>) {
+  // expected-error @+1 {{rhs batch dimension is 5 but must be 3}}
+  %0 = tfm.batch_matmul %a, %b {transpose_b = true} : (tensor<3x2x?x4xf32>, tensor<5x2x?x4xf32>) -> tensor<3x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_contraction(%a: tensor<?x2x?x4xf32>, %b: tensor<?x2x?x5xf32>) {
+  // expected-error @+1 {{rhs contraction dimension is 5 but must be 4}}
+  %0 = tfm.batch_matmul %a, %b {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x5xf32>) -> tensor<?x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @split_heads_divide(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{heads (3) must divide the model dimension (8)}}
+  %0 = tfm.split_heads %x {heads = 3} : (tensor<?x?x8xf32>) -> tensor<?x3x?x2xf32>
+  return
+}
+
+// -----
+func.func @split_heads_nonpositive(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{heads must be positive, got 0}}
+  %0 = tfm.split_heads %x {heads = 0} : (tensor<?x?x8xf32>) -> tensor<?x1x?x8xf32>
+  return
+}
+
+// -----
+func.func @split_heads_dynamic(%x: tensor<?x?x?xf32>) {
+  // expected-error @+1 {{model dimension must be static}}
+  %0 = tfm.split_heads %x {heads = 2} : (tensor<?x?x?xf32>) -> tensor<?x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @split_heads_result(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 3 is 2 but must be 4}}
+  %0 = tfm.split_heads %x {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x2xf32>
+  return
+}
+
+// -----
+func.func @merge_heads_dynamic(%x: tensor<?x?x?x4xf32>) {
+  // expected-error @+1 {{head count and head size must be static}}
+  %0 = tfm.merge_heads %x : (tensor<?x?x?x4xf32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @merge_heads_rank(%x: tensor<?x?x4xf32>) {
+  // expected-error @+1 {{input must have rank 4, got rank 3}}
+  %0 = tfm.merge_heads %x : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
+  return
+}
+
+// -----
+func.func @padding_mask_result(%ids: tensor<2x5xi32>) {
+  // expected-error @+1 {{result dimension 1 is 4 but must be 5}}
+  %0 = tfm.padding_mask %ids {pad_id = 0} : (tensor<2x5xi32>) -> tensor<2x4xi1>
+  return
+}
+
+// -----
+func.func @mask_length(%s: tensor<?x2x?x7xf32>, %keep: tensor<?x6xi1>) {
+  // expected-error @+1 {{key_keep length is 6 but must be 7}}
+  %0 = tfm.mask %s, %keep : (tensor<?x2x?x7xf32>, tensor<?x6xi1>) -> tensor<?x2x?x7xf32>
+  return
+}
+
+// -----
+func.func @mask_batch(%s: tensor<4x2x?x?xf32>, %keep: tensor<3x?xi1>) {
+  // expected-error @+1 {{key_keep batch dimension is 3 but must be 4}}
+  %0 = tfm.mask %s, %keep {causal = true} : (tensor<4x2x?x?xf32>, tensor<3x?xi1>) -> tensor<4x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @mask_rank(%s: tensor<?x?x?xf32>, %keep: tensor<?x?xi1>) {
+  // expected-error @+1 {{scores must have rank 4, got rank 3}}
+  %0 = tfm.mask %s, %keep : (tensor<?x?x?xf32>, tensor<?x?xi1>) -> tensor<?x?x?xf32>
+  return
+}
+
+// -----
+func.func @xent_smoothing(%l: tensor<?x?x9xf32>, %t: tensor<?x?xi32>) {
+  // expected-error @+1 {{smoothing must be in [0, 1), got -1.000000e-01}}
+  %0 = tfm.label_smoothed_xent %l, %t {smoothing = -0.1 : f64, pad_id = 0} : (tensor<?x?x9xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @xent_targets(%l: tensor<2x5x9xf32>, %t: tensor<2x4xi32>) {
+  // expected-error @+1 {{targets length is 4 but must be 5}}
+  %0 = tfm.label_smoothed_xent %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<2x5x9xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @xent_result(%l: tensor<?x?x9xf32>, %t: tensor<?x?xi32>) {
+  // expected-error @+1 {{result must have rank 0, got rank 1}}
+  %0 = tfm.label_smoothed_xent %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x9xf32>, tensor<?x?xi32>) -> tensor<1xf32>
+  return
+}

@@ -1,0 +1,57 @@
+// RUN: tfm-opt %s | FileCheck %s
+// RUN: tfm-opt %s | tfm-opt | FileCheck %s
+// Round-trips every tfm op through the printer and parser.
+
+// CHECK-LABEL: func.func @attention_block
+func.func @attention_block(%ids: tensor<?x?xi32>) -> tensor<?x?x8xf32> {
+  // CHECK: tfm.param "emb.weight" : tensor<11x8xf32>
+  %table = tfm.param "emb.weight" : tensor<11x8xf32>
+  // CHECK: tfm.position_table {dim = 8 : i64, max_len = 16 : i64} : tensor<16x8xf32>
+  %pos = tfm.position_table {max_len = 16, dim = 8} : tensor<16x8xf32>
+  // CHECK: tfm.embedding %{{.*}}, %{{.*}} : (tensor<11x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  %x0 = tfm.embedding %table, %ids : (tensor<11x8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.scale %{{.*}} {factor = 2.8
+  %x1 = tfm.scale %x0 {factor = 2.828427 : f64} : tensor<?x?x8xf32>
+  // CHECK: tfm.add_positions
+  %x = tfm.add_positions %x1, %pos : (tensor<?x?x8xf32>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.padding_mask %{{.*}} {pad_id = 0 : i64} : (tensor<?x?xi32>) -> tensor<?x?xi1>
+  %keep = tfm.padding_mask %ids {pad_id = 0} : (tensor<?x?xi32>) -> tensor<?x?xi1>
+  %w = tfm.param "q.weight" : tensor<8x8xf32>
+  %b = tfm.param "q.bias" : tensor<8xf32>
+  // CHECK: tfm.matmul %{{.*}}, %{{.*}} {transpose_b = true}
+  %q0 = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.bias_add
+  %q1 = tfm.bias_add %q0, %b : (tensor<?x?x8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.split_heads %{{.*}} {heads = 2 : i64} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32>
+  %q = tfm.split_heads %q1 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32>
+  // CHECK: tfm.batch_matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32>
+  %s0 = tfm.batch_matmul %q, %q {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32>
+  // CHECK: tfm.mask %{{.*}}, %{{.*}} {causal = true}
+  %s1 = tfm.mask %s0, %keep {causal = true} : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32>
+  // CHECK: tfm.softmax %{{.*}} : tensor<?x2x?x?xf32>
+  %p0 = tfm.softmax %s1 : tensor<?x2x?x?xf32>
+  // CHECK: tfm.dropout %{{.*}} {rate = 1.000000e-01 : f64}
+  %p = tfm.dropout %p0 {rate = 0.1 : f64} : tensor<?x2x?x?xf32>
+  // CHECK: tfm.batch_matmul %{{.*}}, %{{.*}} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %c = tfm.batch_matmul %p, %q : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  // CHECK: tfm.merge_heads %{{.*}} : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32>
+  %m = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.relu
+  %r = tfm.relu %m : tensor<?x?x8xf32>
+  // CHECK: tfm.gelu
+  %g = tfm.gelu %r : tensor<?x?x8xf32>
+  // CHECK: tfm.add
+  %a = tfm.add %g, %x : tensor<?x?x8xf32>
+  %gamma = tfm.param "ln.weight" : tensor<8xf32>
+  %beta = tfm.param "ln.bias" : tensor<8xf32>
+  // CHECK: tfm.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.000000e-05 : f64}
+  %y = tfm.layer_norm %a, %gamma, %beta {epsilon = 1.0e-5 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x?x8xf32>
+  return %y : tensor<?x?x8xf32>
+}
+
+// CHECK-LABEL: func.func @loss
+func.func @loss(%logits: tensor<?x?x11xf32>, %targets: tensor<?x?xi32>) -> tensor<f32> {
+  // CHECK: tfm.label_smoothed_xent %{{.*}}, %{{.*}} {pad_id = 0 : i64, smoothing = 1.000000e-01 : f64} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  %l = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

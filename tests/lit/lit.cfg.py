@@ -1,0 +1,15 @@
+# lit configuration for tfmc: spec diagnostics, dialect round-trips and verifier errors.
+import os
+import lit.formats
+
+config.name = "tfmc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".yaml"]
+config.excludes = ["Inputs", "lit.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.tfmc_binary_dir, "tests", "lit")
+
+path = os.pathsep.join([os.path.join(config.tfmc_binary_dir, "bin"), config.llvm_tools_dir,
+                        config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.environment["PATH"] = path
+config.substitutions.append(("%models", os.path.join(config.tfmc_source_dir, "models")))
