@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Side-by-side forward-pass comparison: tfmc (bin/forward_bench) vs the project's PyTorch reference
+(bench/pytorch_forward.py) on the same spec and shapes, alternating rounds in one run so machine
+noise hits both. Prints tokens/s of each, the ratio, and the load average.
+
+  python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHAPES = {"tiny": (4, 9, 8), "small": (32, 32, 32), "transformer-base": (32, 64, 64)}
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def run_tfmc(build, spec, shape, min_time):
+    b, s, t = shape
+    name = f"Forward/{spec}/{b}x{s}+{t}/dnnl"
+    out = subprocess.run(
+        [os.path.join(build, "bin", "forward_bench"), f"--benchmark_filter=^{name}$",
+         "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
+        check=True, capture_output=True, text=True).stdout
+    runs = json.loads(out)["benchmarks"]
+    if not runs:
+        sys.exit(f"forward_bench has no benchmark {name}")
+    if runs[0].get("error_occurred"):
+        sys.exit(f"forward_bench failed: {runs[0].get('error_message')}")
+    return runs[0]["tokens/s"]
+
+
+def run_pytorch(spec, shape, iters, threads):
+    b, s, t = shape
+    out = subprocess.run(
+        ["/usr/bin/python3", os.path.join(HERE, "pytorch_forward.py"), "--spec",
+         os.path.join(ROOT, "models", spec + ".yaml"), "--batch", str(b), "--src-len", str(s),
+         "--tgt-len", str(t), "--iters", str(iters), "--warmup", "1", "--threads", str(threads),
+         "--loss"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--spec", default="transformer-base", choices=sorted(SHAPES))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=5, help="PyTorch iterations per round")
+    ap.add_argument("--min-time", default="2", help="Google Benchmark min time per round (s)")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+
+    shape = SHAPES[args.spec]
+    print(f"spec {args.spec}, batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, "
+          f"forward + loss, f32, {args.threads} threads; load average before: {loadavg()}")
+    tfmc, torch = [], []
+    for r in range(args.rounds):
+        tfmc.append(run_tfmc(args.build, args.spec, shape, args.min_time))
+        torch.append(run_pytorch(args.spec, shape, args.iters, args.threads))
+        print(f"  round {r + 1}: tfmc {tfmc[-1]:9.0f} tokens/s   pytorch {torch[-1]:9.0f} tokens/s"
+              f"   ratio {tfmc[-1] / torch[-1]:.2f}   load {loadavg()}")
+    t, p = statistics.median(tfmc), statistics.median(torch)
+    print(f"median: tfmc {t:.0f} tokens/s, pytorch {p:.0f} tokens/s, tfmc/pytorch = {t / p:.2f}x "
+          f"(load average after: {loadavg()})")
+
+
+if __name__ == "__main__":
+    main()
