@@ -9,7 +9,7 @@ PACKAGES=(
   # compiler side: MLIR/LLVM 19 (pinned: APIs differ between majors)
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   # runtime kernels
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev   # oneDNN's CMake config requires the OpenCL headers
   # spec parsing
   libyaml-cpp-dev
   # tests and benchmarks

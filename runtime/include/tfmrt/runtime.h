@@ -1,0 +1,81 @@
+// The tfmrt runtime API: load a compiled artifact (.tfmx), set its weights, run entry functions.
+//
+//   std::unique_ptr<tfmrt::Model> model;
+//   TFMRT_RETURN_IF_ERROR(tfmrt::Model::load("tiny.tfmx", {}, model));
+//   TFMRT_RETURN_IF_ERROR(model->loadWeights("tiny.safetensors"));   // or initWeights(seed)
+//   std::vector<tfmrt::Tensor> outputs;
+//   TFMRT_RETURN_IF_ERROR(model->run("forward", {src, tgt_in, tgt_out}, outputs));
+//
+// Nothing here throws: every failure is a Status whose message names the entry function, node
+// (index, op, spec location) and tensor involved. A Model is not safe for concurrent run() calls
+// (it reuses its buffers); use one Model per thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tfmrt/artifact.h"
+#include "tfmrt/status.h"
+#include "tfmrt/tensor.h"
+
+namespace tfmrt {
+
+enum class KernelBackend : uint8_t {
+  Reference = 0,  // plain loops for every op: the oracle fast kernels are tested against
+  Dnnl = 1,       // oneDNN / hand-optimized kernels where one exists, reference elsewhere
+};
+const char *backendName(KernelBackend backend);
+
+struct RuntimeOptions {
+  KernelBackend backend = KernelBackend::Dnnl;
+  int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores)
+};
+
+class Model {
+public:
+  ~Model();
+  Model(const Model &) = delete;
+  Model &operator=(const Model &) = delete;
+
+  // Reads and validates the artifact, checks every node against the op table and the declared
+  // shapes, and prepares one kernel per node (oneDNN primitives are created here, not per call).
+  static Status load(const std::string &artifactPath, const RuntimeOptions &options, std::unique_ptr<Model> &model);
+  static Status fromArtifact(Artifact artifact, const RuntimeOptions &options, std::unique_ptr<Model> &model);
+
+  // Deterministic initialisation from `seed`, independent of the thread count: Xavier-uniform
+  // U(-a, a), a = sqrt(6 / (fan_in + fan_out)), for XavierUniform params (fan_in = shape[1] x
+  // receptive field, fan_out = shape[0] x receptive field: PyTorch's convention for [out, in]);
+  // zeros / ones; N(0, 1) for Normal. Each parameter's stream is keyed by (seed, parameter name).
+  Status initWeights(uint64_t seed);
+  // Replaces all weights. Refuses missing, unexpected, mis-shaped or wrongly typed tensors; the
+  // message names every offending tensor with both shapes/dtypes. On error the weights are unchanged.
+  Status setWeights(const std::map<std::string, Tensor> &weights);
+  Status loadWeights(const std::string &safetensorsPath);
+  Status saveWeights(const std::string &safetensorsPath) const;
+  bool hasWeights() const;
+  const Tensor *weight(const std::string &name) const;  // nullptr if unknown or weights unset
+
+  // Runs entry function `entry`. Inputs are checked against the entry's declared inputs (count,
+  // dtype, rank, static dims; token ids within the embedding vocabulary; lengths within the
+  // position table). Dynamic dims (batch, lengths) bind per call without recompiling; buffers are
+  // planned once per distinct set of input shapes and reused (a small LRU cache of plans), and
+  // `outputs` tensors are resized in place, so steady-state calls do not allocate.
+  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+
+  const Artifact &artifact() const;
+  const RuntimeOptions &options() const;
+  // Diagnostics: the kernel chosen for a node ("dnnl.matmul", "reference.softmax", ...); empty if
+  // the entry or node does not exist.
+  std::string kernelName(const std::string &entry, size_t nodeIndex) const;
+
+  struct Impl;
+
+private:
+  Model();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tfmrt

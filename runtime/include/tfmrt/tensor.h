@@ -1,0 +1,57 @@
+// Host tensors exchanged with the runtime: model inputs/outputs and weights.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tfmrt/artifact.h"
+
+namespace tfmrt {
+
+// A dense row-major (C-contiguous) tensor with 64-byte aligned storage. Value semantics: copies
+// are deep, moves are cheap. `dtype` and `shape` are plain fields; change them through resize()
+// so the storage follows (the runtime rejects tensors whose storage is smaller than their shape).
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // rank 0 is a scalar with one element
+
+  Tensor() = default;
+  Tensor(DType dtype, std::vector<int64_t> shape);  // zero-filled
+  Tensor(const Tensor &other);
+  Tensor &operator=(const Tensor &other);
+  Tensor(Tensor &&other) noexcept;
+  Tensor &operator=(Tensor &&other) noexcept;
+  ~Tensor();
+
+  // `values` empty -> zeros; otherwise it must hold exactly numel() elements.
+  static Tensor f32(std::vector<int64_t> shape, const std::vector<float> &values = {});
+  static Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values = {});
+  static Tensor boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values = {});
+
+  int64_t numel() const;   // product of shape (1 for a scalar); -1 if a dim is negative or it overflows
+  size_t nbytes() const;   // numel() * dtypeSize(dtype), 0 if numel() < 0
+  size_t capacity() const { return capacity_; }
+  // True when every dim is non-negative and the storage covers nbytes().
+  bool valid() const;
+
+  // Changes dtype and shape. Storage is kept when large enough (so reusing a tensor for equal
+  // shapes never allocates); otherwise it is replaced by zeroed storage (contents are lost).
+  void resize(DType dtype, const std::vector<int64_t> &shape);
+
+  template <typename T> T *data() { return reinterpret_cast<T *>(storage_); }
+  template <typename T> const T *data() const { return reinterpret_cast<const T *>(storage_); }
+  void *rawData() { return storage_; }
+  const void *rawData() const { return storage_; }
+
+  std::string describe() const;  // "f32[2, 3]"
+
+private:
+  void allocate(size_t bytes);
+  uint8_t *storage_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+}  // namespace tfmrt

@@ -1,0 +1,101 @@
+// Kernels and the registry that maps (op, dtype, layout, backend) to them.
+//
+// A Kernel is created per node when a Model is loaded: prepare() runs once then (validate static
+// facts, create oneDNN primitives), run() on every call with concrete tensors whose shapes have
+// already been checked by shape inference. Kernels never see a shape inconsistent with their node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tfmrt/artifact.h"
+#include "tfmrt/runtime.h"
+#include "tfmrt/status.h"
+
+namespace tfmrt {
+
+struct DnnlContext;  // kernels/dnnl/dnnl_context.h; null for the reference backend
+
+enum class Layout : uint8_t { Plain = 0 };  // row-major; blocked layouts come with the layout pass
+
+// A tensor as a kernel sees it: a view into runtime-owned memory.
+struct TensorRef {
+  DType dtype = DType::F32;
+  const std::vector<int64_t> *shape = nullptr;
+  void *data = nullptr;
+
+  int rank() const { return int(shape->size()); }
+  int64_t dim(int i) const { return (*shape)[size_t(i < 0 ? i + rank() : i)]; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : *shape) n *= d;
+    return n;
+  }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+struct KernelArgs {
+  const TensorRef *inputs = nullptr;
+  size_t numInputs = 0;
+  const TensorRef *outputs = nullptr;
+  size_t numOutputs = 0;
+  // Changes whenever weights are (re)set: kernels that cache transformed weights (packed matmul
+  // operands) re-derive them when it differs from what they saw last.
+  uint64_t weightsVersion = 0;
+};
+
+struct KernelPrepareInfo {
+  const Node *node = nullptr;
+  std::vector<const ValueInfo *> inputs;   // declared operand infos (kinds, dtypes, shapes)
+  std::vector<const ValueInfo *> outputs;
+  DnnlContext *dnnl = nullptr;
+};
+
+class Kernel {
+public:
+  virtual ~Kernel() = default;
+  virtual const char *name() const = 0;  // "reference.matmul", "dnnl.matmul", ...
+  virtual Status prepare(const KernelPrepareInfo &info) { return Status::OK(); }
+  // Errors carry only the detail; the Model prefixes entry and node.
+  virtual Status run(const KernelArgs &args) = 0;
+};
+
+using KernelFactory = std::unique_ptr<Kernel> (*)();
+
+// `dtype` is the dtype of the node's first operand.
+struct KernelKey {
+  std::string op;
+  DType dtype = DType::F32;
+  Layout layout = Layout::Plain;
+  KernelBackend backend = KernelBackend::Reference;
+  bool operator<(const KernelKey &o) const {
+    return std::tie(op, dtype, layout, backend) < std::tie(o.op, o.dtype, o.layout, o.backend);
+  }
+};
+
+class KernelRegistry {
+public:
+  // Every built-in kernel (reference + oneDNN/fast), built on first use.
+  static const KernelRegistry &builtin();
+
+  void add(const KernelKey &key, KernelFactory factory);
+  // Exact match or null.
+  KernelFactory find(const KernelKey &key) const;
+  // The kernel a Model uses: for Dnnl, the Dnnl kernel if registered, else the reference one.
+  // Null if the op has no kernel at all.
+  std::unique_ptr<Kernel> create(const std::string &op, DType dtype, Layout layout, KernelBackend backend) const;
+  std::vector<KernelKey> keys() const;
+
+private:
+  std::map<KernelKey, KernelFactory> kernels_;
+};
+
+// Registration hooks, one per kernel family (kernels/reference/register.cpp, kernels/dnnl/register.cpp).
+void registerReferenceKernels(KernelRegistry &registry);
+void registerDnnlKernels(KernelRegistry &registry);
+
+}  // namespace tfmrt

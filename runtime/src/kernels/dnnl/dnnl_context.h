@@ -1,0 +1,30 @@
+// The oneDNN objects shared by a Model's kernels. Only kernels/dnnl/*.cpp include this.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <vector>
+
+#include "format.h"
+#include "kernels/dnnl/dnnl_kernels.h"
+
+namespace tfmrt {
+
+struct DnnlContext {
+  dnnl::engine engine;
+  dnnl::stream stream;
+};
+
+inline Status dnnlError(const char *what, const dnnl::error &e) {
+  return internalError(cat("oneDNN ", what, " failed: ", e.what(), " (status ", int(e.status), ")"));
+}
+
+// Runs a primitive with a prebuilt C argument array. The C++ execute() converts its
+// unordered_map into a fresh std::vector on every call; this keeps steady-state runs allocation-free.
+inline void dnnlExecute(const dnnl::primitive &prim, const dnnl::stream &stream,
+                        const std::vector<dnnl_exec_arg_t> &args) {
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream.get(), int(args.size()), args.data()),
+                          "could not execute a primitive");
+}
+
+}  // namespace tfmrt

@@ -1,0 +1,12 @@
+#include "kernels/dnnl/dnnl_kernels.h"
+
+namespace tfmrt {
+
+void registerDnnlKernels(KernelRegistry &r) {
+  registerDnnlMatmul(r);
+  registerDnnlBatchMatmul(r);
+  registerDnnlSoftmax(r);
+  registerFastLayerNorm(r);
+}
+
+}  // namespace tfmrt

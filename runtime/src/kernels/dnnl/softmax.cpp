@@ -1,0 +1,108 @@
+// tfm.softmax on oneDNN over the last axis, viewed as [rows, n].
+//
+// oneDNN softmax has no run-time dims, so primitives are created lazily per distinct (rows, n) and
+// kept in a small LRU cache: a shape already seen never re-creates its primitive (creation costs
+// ~0.3 ms). oneDNN turns an all -inf row (every key masked) into NaN; our semantics require zeros,
+// so such rows are rewritten after the primitive runs. The check costs one compare per row unless
+// the row's first element is -inf.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/dnnl/dnnl_context.h"
+#include "kernels/kernel_util.h"
+
+namespace tfmrt {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+constexpr size_t kMaxCachedShapes = 32;
+
+struct SoftmaxPlan {
+  int64_t rows = 0, n = 0;
+  uint64_t lastUse = 0;
+  dnnl::softmax_forward prim;
+  memory src, dst;
+  std::vector<dnnl_exec_arg_t> args;
+};
+
+class DnnlSoftmaxKernel final : public Kernel {
+public:
+  const char *name() const override { return "dnnl.softmax"; }
+
+  Status prepare(const KernelPrepareInfo &info) override {
+    if (!info.dnnl) return internalError("dnnl.softmax needs a oneDNN context");
+    ctx_ = info.dnnl;
+    return Status::OK();
+  }
+
+  Status run(const KernelArgs &a) override {
+    const TensorRef &X = a.inputs[0], &Y = a.outputs[0];
+    const int64_t n = X.dim(-1), rows = rowsOf(X);
+    if (rows == 0 || n == 0) return Status::OK();
+    try {
+      SoftmaxPlan *plan = find(rows, n);
+      if (!plan) plan = create(rows, n);
+      plan->lastUse = ++clock_;
+      plan->src.set_data_handle(X.data);
+      plan->dst.set_data_handle(Y.data);
+      dnnlExecute(plan->prim, ctx_->stream, plan->args);
+      ctx_->stream.wait();
+    } catch (const dnnl::error &e) {
+      return dnnlError("softmax", e);
+    }
+    zeroFullyMaskedRows(X.as<float>(), Y.as<float>(), rows, n);
+    return Status::OK();
+  }
+
+private:
+  SoftmaxPlan *find(int64_t rows, int64_t n) {
+    for (auto &p : plans_)
+      if (p.rows == rows && p.n == n) return &p;
+    return nullptr;
+  }
+
+  SoftmaxPlan *create(int64_t rows, int64_t n) {
+    if (plans_.size() >= kMaxCachedShapes) {
+      size_t oldest = 0;
+      for (size_t i = 1; i < plans_.size(); ++i)
+        if (plans_[i].lastUse < plans_[oldest].lastUse) oldest = i;
+      plans_.erase(plans_.begin() + std::ptrdiff_t(oldest));
+    }
+    SoftmaxPlan p;
+    p.rows = rows;
+    p.n = n;
+    memory::desc md({rows, n}, kF32, tag::ab);
+    p.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), ctx_->engine));
+    p.src = memory(md, ctx_->engine, nullptr);
+    p.dst = memory(md, ctx_->engine, nullptr);
+    p.args = {{DNNL_ARG_SRC, p.src.get()}, {DNNL_ARG_DST, p.dst.get()}};
+    plans_.push_back(std::move(p));
+    return &plans_.back();
+  }
+
+  static void zeroFullyMaskedRows(const float *x, float *y, int64_t rows, int64_t n) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * n;
+      if (xr[0] != ninf) continue;
+      bool all = true;
+      for (int64_t j = 1; j < n && all; ++j) all = xr[j] == ninf;
+      if (all) std::memset(y + r * n, 0, size_t(n) * sizeof(float));
+    }
+  }
+
+  DnnlContext *ctx_ = nullptr;
+  std::vector<SoftmaxPlan> plans_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace
+
+void registerDnnlSoftmax(KernelRegistry &r) { r.add(dnnlKey("tfm.softmax"), makeKernel<DnnlSoftmaxKernel>); }
+
+}  // namespace tfmrt

@@ -1,0 +1,72 @@
+// tfm.matmul and tfm.batch_matmul: the textbook loops (row of A times B, accumulated in double
+// so the oracle is more accurate than the kernels it checks).
+#include "kernels/kernel_util.h"
+#include "kernels/reference/reference_kernels.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+// C[i] = A[i] * B[i] for i < batch, with A[i] [M, K] and B[i] [K, N] or (transposeB) [N, K].
+void gemm(const float *A, const float *B, float *C, int64_t batch, int64_t M, int64_t K, int64_t N,
+          bool transposeB) {
+#pragma omp parallel for collapse(2) if (batch * M * N * K >= kParallelMinElements)
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t m = 0; m < M; ++m) {
+      const float *a = A + (i * M + m) * K;
+      const float *b = B + i * K * N;
+      float *c = C + (i * M + m) * N;
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k) acc += double(a[k]) * double(transposeB ? b[n * K + k] : b[k * N + n]);
+        c[n] = float(acc);
+      }
+    }
+}
+
+class MatmulKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.matmul"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    transposeB_ = attrInt(*info.node, "transpose_b") != 0;
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const TensorRef &A = a.inputs[0], &B = a.inputs[1];
+    const int64_t k = A.dim(-1), n = transposeB_ ? B.dim(0) : B.dim(1);
+    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), 1, rowsOf(A), k, n, transposeB_);
+    return Status::OK();
+  }
+
+private:
+  bool transposeB_ = false;
+};
+
+class BatchMatmulKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.batch_matmul"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    transposeB_ = attrInt(*info.node, "transpose_b") != 0;
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const TensorRef &A = a.inputs[0], &B = a.inputs[1];
+    const int64_t m = A.dim(-2), k = A.dim(-1), n = transposeB_ ? B.dim(-2) : B.dim(-1);
+    int64_t batch = 1;
+    for (int i = 0; i + 2 < A.rank(); ++i) batch *= A.dim(i);
+    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), batch, m, k, n, transposeB_);
+    return Status::OK();
+  }
+
+private:
+  bool transposeB_ = false;
+};
+
+}  // namespace
+
+void registerReferenceMatmul(KernelRegistry &r) {
+  r.add(referenceKey("tfm.matmul"), makeKernel<MatmulKernel>);
+  r.add(referenceKey("tfm.batch_matmul"), makeKernel<BatchMatmulKernel>);
+}
+
+}  // namespace tfmrt

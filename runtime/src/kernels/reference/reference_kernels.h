@@ -1,0 +1,22 @@
+// Reference kernels: plain loops, one obviously-correct implementation per tfm op. They are the
+// oracle every fast kernel is tested against and the fallback for ops without a fast kernel.
+#pragma once
+
+#include "kernel_registry.h"
+
+namespace tfmrt {
+
+void registerReferenceElementwise(KernelRegistry &r);
+void registerReferenceEmbedding(KernelRegistry &r);
+void registerReferenceMatmul(KernelRegistry &r);
+void registerReferenceLayerNorm(KernelRegistry &r);
+void registerReferenceHeads(KernelRegistry &r);
+void registerReferenceMask(KernelRegistry &r);
+void registerReferenceSoftmax(KernelRegistry &r);
+void registerReferenceXent(KernelRegistry &r);
+
+inline KernelKey referenceKey(const char *op, DType dtype = DType::F32) {
+  return {op, dtype, Layout::Plain, KernelBackend::Reference};
+}
+
+}  // namespace tfmrt

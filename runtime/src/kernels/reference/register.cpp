@@ -1,0 +1,16 @@
+#include "kernels/reference/reference_kernels.h"
+
+namespace tfmrt {
+
+void registerReferenceKernels(KernelRegistry &r) {
+  registerReferenceElementwise(r);
+  registerReferenceEmbedding(r);
+  registerReferenceMatmul(r);
+  registerReferenceLayerNorm(r);
+  registerReferenceHeads(r);
+  registerReferenceMask(r);
+  registerReferenceSoftmax(r);
+  registerReferenceXent(r);
+}
+
+}  // namespace tfmrt

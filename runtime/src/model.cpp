@@ -1,0 +1,127 @@
+// Model creation: artifact checks against the op table and declared shapes, kernel selection and
+// preparation (once, at load).
+#include <cstring>
+
+#include "format.h"
+#include "model_impl.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+Status withContext(const std::string &prefix, const Status &s) {
+  return s.ok() ? s : Status(s.code(), prefix + ": " + s.message());
+}
+
+}  // namespace
+
+Model::Model() : impl_(std::make_unique<Impl>()) {}
+Model::~Model() = default;
+
+Status Model::load(const std::string &path, const RuntimeOptions &options, std::unique_ptr<Model> &model) {
+  Artifact artifact;
+  TFMRT_RETURN_IF_ERROR(readArtifactFile(path, artifact));
+  return withContext(path, fromArtifact(std::move(artifact), options, model));
+}
+
+Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std::unique_ptr<Model> &model) {
+  try {
+    TFMRT_RETURN_IF_ERROR(validateArtifact(artifact));
+    if (options.num_threads < 0) return invalidArgument(cat("num_threads must be >= 0, got ", options.num_threads));
+    std::unique_ptr<Model> m(new Model());
+    Impl &impl = *m->impl_;
+    impl.artifact = std::move(artifact);
+    impl.options = options;
+    if (options.backend == KernelBackend::Dnnl) TFMRT_RETURN_IF_ERROR(createDnnlContext(impl.dnnl));
+    for (const Constant &c : impl.artifact.constants) {
+      Tensor t(c.dtype, c.shape);
+      if (!c.data.empty()) std::memcpy(t.rawData(), c.data.data(), c.data.size());
+      impl.constants.push_back(std::move(t));
+    }
+    impl.entries.resize(impl.artifact.functions.size());
+    for (size_t i = 0; i < impl.artifact.functions.size(); ++i)
+      TFMRT_RETURN_IF_ERROR(impl.prepareEntry(impl.artifact.functions[i], impl.entries[i]));
+    model = std::move(m);
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while loading the model");
+  } catch (const std::exception &e) {
+    return internalError(cat("unexpected error while loading the model: ", e.what()));
+  }
+}
+
+Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
+  state.fn = &fn;
+  size_t maxArity = 0;
+  std::vector<const Shape *> inShapes;
+  for (size_t i = 0; i < fn.nodes.size(); ++i) {
+    const Node &node = fn.nodes[i];
+    const std::string where = entryStr(fn) + ": " + nodeStr(i, node);
+    TFMRT_RETURN_IF_ERROR(withContext(where, verifyNodeSchema(fn, node)));
+
+    // Declared shapes must agree with what the operands imply (dynamic dims match anything).
+    inShapes.clear();
+    for (uint32_t v : node.inputs) inShapes.push_back(&fn.values[v].shape);
+    Shape inferred;
+    TFMRT_RETURN_IF_ERROR(withContext(where, inferShape(node, inShapes, inferred)));
+    const ValueInfo &result = fn.values[node.outputs[0]];
+    if (!shapesCompatible(result.shape, inferred))
+      return invalidArgument(cat(where, ": result '", result.name, "' is declared ", shapeStr(result.shape),
+                                 " but its operands imply ", shapeStr(inferred)));
+
+    const DType keyType = fn.values[node.inputs[0]].dtype;
+    std::unique_ptr<Kernel> kernel =
+        KernelRegistry::builtin().create(node.op, keyType, Layout::Plain, options.backend);
+    if (!kernel)
+      return unimplemented(cat(where, ": no kernel for (", node.op, ", ", dtypeName(keyType), ", plain, ",
+                               backendName(options.backend), ")"));
+    KernelPrepareInfo info;
+    info.node = &node;
+    for (uint32_t v : node.inputs) info.inputs.push_back(&fn.values[v]);
+    for (uint32_t v : node.outputs) info.outputs.push_back(&fn.values[v]);
+    info.dnnl = dnnl.get();
+    TFMRT_RETURN_IF_ERROR(withContext(where + " [" + kernel->name() + "]", kernel->prepare(info)));
+    state.kernels.push_back(std::move(kernel));
+    maxArity = std::max(maxArity, node.inputs.size() + node.outputs.size());
+
+    // Token ids coming straight from the caller are range-checked per call, naming the input.
+    auto inputPos = [&](uint32_t v) -> int64_t {
+      for (size_t p = 0; p < fn.inputs.size(); ++p)
+        if (fn.inputs[p] == v) return int64_t(p);
+      return -1;
+    };
+    if (node.op == "tfm.embedding") {
+      const ValueInfo &table = fn.values[node.inputs[0]];
+      int64_t pos = inputPos(node.inputs[1]);
+      if (pos >= 0 && table.shape[0] >= 0)
+        state.idChecks.push_back({size_t(pos), table.shape[0], false, 0, i,
+                                  cat("the vocabulary of embedding table '", table.name, "'")});
+    } else if (node.op == "tfm.label_smoothed_xent") {
+      const ValueInfo &logits = fn.values[node.inputs[0]];
+      int64_t pos = inputPos(node.inputs[1]);
+      if (pos >= 0 && logits.shape.back() >= 0)
+        state.idChecks.push_back({size_t(pos), logits.shape.back(), true, int32_t(attrInt(node, "pad_id")), i,
+                                  cat("the ", logits.shape.back(), "-way output vocabulary")});
+    }
+  }
+  state.data.assign(fn.values.size(), nullptr);
+  state.refs.assign(maxArity, TensorRef());
+  return Status::OK();
+}
+
+const Artifact &Model::artifact() const { return impl_->artifact; }
+const RuntimeOptions &Model::options() const { return impl_->options; }
+
+std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {
+  EntryState *state = impl_->findEntry(entry);
+  if (!state || nodeIndex >= state->kernels.size()) return "";
+  return state->kernels[nodeIndex]->name();
+}
+
+EntryState *Model::Impl::findEntry(const std::string &name) {
+  for (auto &e : entries)
+    if (e.fn->name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace tfmrt

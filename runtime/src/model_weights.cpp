@@ -1,0 +1,103 @@
+// Weight initialisation, loading and saving.
+#include <algorithm>
+
+#include "file_io.h"
+#include "format.h"
+#include "model_impl.h"
+#include "safetensors.h"
+#include "weight_init.h"
+
+namespace tfmrt {
+namespace {
+
+constexpr size_t kMaxListedProblems = 8;
+
+}  // namespace
+
+Status Model::initWeights(uint64_t seed) {
+  try {
+    const Artifact &a = impl_->artifact;
+    std::vector<Tensor> weights(a.params.size());
+    for (size_t i = 0; i < a.params.size(); ++i) TFMRT_RETURN_IF_ERROR(initParam(a.params[i], seed, weights[i]));
+    impl_->weights = std::move(weights);
+    impl_->hasWeights = true;
+    ++impl_->weightsVersion;
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while initialising weights");
+  }
+}
+
+Status Model::setWeights(const std::map<std::string, Tensor> &given) {
+  try {
+    const Artifact &a = impl_->artifact;
+    std::vector<std::string> problems;
+    for (const ParamInfo &p : a.params) {
+      auto it = given.find(p.name);
+      if (it == given.end()) {
+        problems.push_back(cat("missing tensor '", p.name, "' (expected ", dtypeName(p.dtype), shapeStr(p.shape), ")"));
+        continue;
+      }
+      const Tensor &t = it->second;
+      if (t.dtype != p.dtype)
+        problems.push_back(cat("tensor '", p.name, "' has dtype ", dtypeName(t.dtype), " but the model expects ",
+                               dtypeName(p.dtype)));
+      else if (t.shape != p.shape)
+        problems.push_back(cat("tensor '", p.name, "' has shape ", shapeStr(t.shape), " but the model expects ",
+                               shapeStr(p.shape)));
+      else if (!t.valid())
+        problems.push_back(cat("tensor '", p.name, "' has storage smaller than its shape ", shapeStr(t.shape)));
+    }
+    for (const auto &[name, t] : given)
+      if (a.findParam(name) < 0)
+        problems.push_back(cat("unexpected tensor '", name, "' ", t.describe(), ": model '", a.modelName,
+                               "' has no such parameter"));
+    if (!problems.empty()) {
+      std::string msg = cat(problems.size(), " weight problem", problems.size() > 1 ? "s" : "", ": ");
+      for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i) msg += (i ? "; " : "") + problems[i];
+      if (problems.size() > kMaxListedProblems) msg += cat("; and ", problems.size() - kMaxListedProblems, " more");
+      return invalidArgument(msg);
+    }
+    std::vector<Tensor> weights;
+    weights.reserve(a.params.size());
+    for (const ParamInfo &p : a.params) weights.push_back(given.at(p.name));
+    impl_->weights = std::move(weights);
+    impl_->hasWeights = true;
+    ++impl_->weightsVersion;
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while setting weights");
+  }
+}
+
+Status Model::loadWeights(const std::string &path) {
+  TensorMap tensors;
+  TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors));
+  Status s = setWeights(tensors);
+  if (!s.ok()) return Status(s.code(), cat("weights file '", path, "': ", s.message()));
+  return Status::OK();
+}
+
+Status Model::saveWeights(const std::string &path) const {
+  if (!impl_->hasWeights) return invalidArgument("saveWeights: weights are not set (call initWeights or loadWeights first)");
+  const Artifact &a = impl_->artifact;
+  TensorRefList refs;
+  for (size_t i = 0; i < a.params.size(); ++i) refs.emplace_back(a.params[i].name, &impl_->weights[i]);
+  std::sort(refs.begin(), refs.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
+  try {
+    std::vector<uint8_t> bytes;
+    TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, {{"format", "pt"}, {"tfmc_model", a.modelName}}, bytes));
+    return writeFileBytes(path, "weights file", bytes.data(), bytes.size());
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while saving weights");
+  }
+}
+
+bool Model::hasWeights() const { return impl_->hasWeights; }
+
+const Tensor *Model::weight(const std::string &name) const {
+  int64_t i = impl_->artifact.findParam(name);
+  return (i < 0 || !impl_->hasWeights) ? nullptr : &impl_->weights[size_t(i)];
+}
+
+}  // namespace tfmrt

@@ -1,0 +1,143 @@
+#include "op_schema.h"
+
+#include <cmath>
+#include <limits>
+
+#include "format.h"
+
+namespace tfmrt {
+namespace {
+
+using K = AttrValue::Kind;
+constexpr int kAny = int(kMaxRank);
+
+std::vector<OpSchema> buildSchemas() {
+  const DType F = DType::F32, I = DType::I32, B = DType::Bool;
+  return {
+      {"tfm.embedding", {{"table", F, 2, 2}, {"ids", I, 1, kAny - 1}}, F, {}},
+      {"tfm.add_positions", {{"x", F, 3, 3}, {"table", F, 2, 2}}, F, {}},
+      {"tfm.scale", {{"x", F, 0, kAny}}, F, {{"factor", K::Float, true, 0}}},
+      {"tfm.matmul", {{"a", F, 2, kAny}, {"b", F, 2, 2}}, F, {{"transpose_b", K::Int, false, 0}}},
+      {"tfm.bias_add", {{"x", F, 1, kAny}, {"bias", F, 1, 1}}, F, {}},
+      {"tfm.relu", {{"x", F, 0, kAny}}, F, {}},
+      {"tfm.gelu", {{"x", F, 0, kAny}}, F, {}},
+      {"tfm.add", {{"a", F, 0, kAny}, {"b", F, 0, kAny}}, F, {}},
+      {"tfm.layer_norm", {{"x", F, 1, kAny}, {"gamma", F, 1, 1}, {"beta", F, 1, 1}}, F,
+       {{"epsilon", K::Float, false, 1e-5}}},
+      {"tfm.split_heads", {{"x", F, 3, 3}}, F, {{"heads", K::Int, true, 0}}},
+      {"tfm.merge_heads", {{"x", F, 4, 4}}, F, {}},
+      {"tfm.batch_matmul", {{"a", F, 3, kAny}, {"b", F, 3, kAny}}, F, {{"transpose_b", K::Int, false, 0}}},
+      {"tfm.padding_mask", {{"ids", I, 1, kAny}}, B, {{"pad_id", K::Int, true, 0}}},
+      {"tfm.mask", {{"scores", F, 4, 4}, {"key_keep", B, 2, 2}}, F, {{"causal", K::Int, false, 0}}},
+      {"tfm.softmax", {{"x", F, 1, kAny}}, F, {}},
+      {"tfm.dropout", {{"x", F, 0, kAny}}, F, {{"rate", K::Float, false, 0}}},
+      {"tfm.label_smoothed_xent", {{"logits", F, 2, kAny}, {"targets", I, 1, kAny - 1}}, F,
+       {{"smoothing", K::Float, false, 0}, {"pad_id", K::Int, true, 0}}},
+  };
+}
+
+const char *kindName(K k) {
+  switch (k) {
+  case K::Int: return "Int";
+  case K::Float: return "Float";
+  case K::String: return "String";
+  }
+  return "?";
+}
+
+// Value-range rules per attribute name (shared by every op using the name).
+Status checkAttrValue(const std::string &name, const AttrValue &a) {
+  if (a.kind == K::Float && !std::isfinite(a.f)) return invalidArgument(cat("attribute '", name, "' must be finite"));
+  if (name == "transpose_b" || name == "causal") {
+    if (a.i != 0 && a.i != 1) return invalidArgument(cat("attribute '", name, "' must be 0 or 1, got ", a.i));
+  } else if (name == "heads") {
+    if (a.i < 1 || a.i > (int64_t(1) << 20)) return invalidArgument(cat("attribute 'heads' must be >= 1, got ", a.i));
+  } else if (name == "pad_id") {
+    if (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())
+      return invalidArgument(cat("attribute 'pad_id' ", a.i, " does not fit in i32"));
+  } else if (name == "epsilon") {
+    if (a.f < 0) return invalidArgument(cat("attribute 'epsilon' must be >= 0, got ", a.f));
+  } else if (name == "rate") {
+    if (a.f < 0 || a.f >= 1) return invalidArgument(cat("attribute 'rate' must be in [0, 1), got ", a.f));
+  } else if (name == "smoothing") {
+    if (a.f < 0 || a.f > 1) return invalidArgument(cat("attribute 'smoothing' must be in [0, 1], got ", a.f));
+  }
+  return Status::OK();
+}
+
+const AttrSpec *findAttr(const OpSchema &s, const char *name) {
+  for (const auto &a : s.attrs)
+    if (std::string(a.name) == name) return &a;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<OpSchema> &opSchemas() {
+  static const std::vector<OpSchema> schemas = buildSchemas();
+  return schemas;
+}
+
+const OpSchema *findOpSchema(const std::string &op) {
+  for (const auto &s : opSchemas())
+    if (op == s.name) return &s;
+  return nullptr;
+}
+
+Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
+  const OpSchema *s = findOpSchema(node.op);
+  if (!s) return unimplemented(cat("unknown op '", node.op, "' (this runtime has no kernel for it)"));
+  if (node.inputs.size() != s->operands.size())
+    return invalidArgument(cat("expects ", s->operands.size(), " operands, got ", node.inputs.size()));
+  if (node.outputs.size() != 1) return invalidArgument(cat("expects 1 result, got ", node.outputs.size()));
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const OperandSpec &spec = s->operands[i];
+    const ValueInfo &v = fn.values[node.inputs[i]];
+    int rank = int(v.shape.size());
+    if (v.dtype != spec.dtype)
+      return invalidArgument(cat("operand #", i, " (", spec.name, ", value '", v.name, "') must be ",
+                                 dtypeName(spec.dtype), ", got ", dtypeName(v.dtype)));
+    if (rank < spec.minRank || rank > spec.maxRank) {
+      std::string want = spec.minRank == spec.maxRank ? cat(spec.minRank) : cat(spec.minRank, "..", spec.maxRank);
+      return invalidArgument(cat("operand #", i, " (", spec.name, ", value '", v.name, "') must have rank ", want,
+                                 ", got ", shapeStr(v.shape)));
+    }
+  }
+  const ValueInfo &r = fn.values[node.outputs[0]];
+  if (r.dtype != s->resultDtype)
+    return invalidArgument(cat("result '", r.name, "' must be ", dtypeName(s->resultDtype), ", got ", dtypeName(r.dtype)));
+  for (const auto &[name, a] : node.attrs) {
+    const AttrSpec *spec = findAttr(*s, name.c_str());
+    if (!spec) {
+      std::string known;
+      for (const auto &x : s->attrs) known += cat(known.empty() ? "" : ", ", x.name);
+      return invalidArgument(cat("unknown attribute '", name, "' (", node.op, " takes ",
+                                 known.empty() ? std::string("no attributes") : known, ")"));
+    }
+    if (a.kind != spec->kind)
+      return invalidArgument(cat("attribute '", name, "' must be ", kindName(spec->kind), ", got ", kindName(a.kind)));
+    TFMRT_RETURN_IF_ERROR(checkAttrValue(name, a));
+  }
+  for (const auto &spec : s->attrs)
+    if (spec.required && !node.attrs.count(spec.name))
+      return invalidArgument(cat("missing required attribute '", spec.name, "'"));
+  return Status::OK();
+}
+
+int64_t attrInt(const Node &node, const char *name) {
+  auto it = node.attrs.find(name);
+  if (it != node.attrs.end()) return it->second.i;
+  const OpSchema *s = findOpSchema(node.op);
+  const AttrSpec *a = s ? findAttr(*s, name) : nullptr;
+  return a ? int64_t(a->defaultValue) : 0;
+}
+
+double attrFloat(const Node &node, const char *name) {
+  auto it = node.attrs.find(name);
+  if (it != node.attrs.end()) return it->second.f;
+  const OpSchema *s = findOpSchema(node.op);
+  const AttrSpec *a = s ? findAttr(*s, name) : nullptr;
+  return a ? a->defaultValue : 0.0;
+}
+
+}  // namespace tfmrt

@@ -1,0 +1,145 @@
+#include "shape_inference.h"
+
+#include "format.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+bool compatible(int64_t a, int64_t b) { return a == kDynamicDim || b == kDynamicDim || a == b; }
+int64_t merge(int64_t a, int64_t b) { return a == kDynamicDim ? b : a; }
+
+Status mismatch(const char *what, const Shape &a, const Shape &b) {
+  return invalidArgument(cat(what, ": ", shapeStr(a), " vs ", shapeStr(b)));
+}
+
+Status embedding(const Shape &table, const Shape &ids, Shape &out) {
+  out = ids;
+  out.push_back(table[1]);
+  return Status::OK();
+}
+
+Status addPositions(const Shape &x, const Shape &table, Shape &out) {
+  if (!compatible(x[2], table[1])) return mismatch("model dim of x and of the position table differ", x, table);
+  if (x[1] != kDynamicDim && table[0] != kDynamicDim && x[1] > table[0])
+    return invalidArgument(cat("sequence length ", x[1], " exceeds the ", table[0], " rows of the position table"));
+  out = x;
+  out[2] = merge(x[2], table[1]);
+  return Status::OK();
+}
+
+Status matmul(const Shape &a, const Shape &b, bool transposeB, Shape &out) {
+  int64_t k = a.back();
+  int64_t kb = transposeB ? b[1] : b[0];
+  int64_t n = transposeB ? b[0] : b[1];
+  if (!compatible(k, kb))
+    return mismatch(transposeB ? "contraction dims differ (a[..., M, K] vs b[N, K])" : "contraction dims differ (a[..., M, K] vs b[K, N])", a, b);
+  out = a;
+  out.back() = n;
+  return Status::OK();
+}
+
+Status lastDimBroadcast(const char *what, const Shape &x, const Shape &v, Shape &out) {
+  if (!compatible(x.back(), v[0])) return mismatch(what, x, v);
+  out = x;
+  out.back() = merge(x.back(), v[0]);
+  return Status::OK();
+}
+
+Status elementwise(const Shape &a, const Shape &b, Shape &out) {
+  if (a.size() != b.size()) return mismatch("operands must have the same shape", a, b);
+  out = a;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!compatible(a[i], b[i])) return mismatch("operands must have the same shape", a, b);
+    out[i] = merge(a[i], b[i]);
+  }
+  return Status::OK();
+}
+
+Status layerNorm(const Shape &x, const Shape &g, const Shape &b, Shape &out) {
+  if (!compatible(x.back(), g[0])) return mismatch("gamma must match the last dim of x", x, g);
+  if (!compatible(x.back(), b[0])) return mismatch("beta must match the last dim of x", x, b);
+  out = x;
+  out.back() = merge(merge(x.back(), g[0]), b[0]);
+  return Status::OK();
+}
+
+Status splitHeads(const Shape &x, int64_t heads, Shape &out) {
+  int64_t d = x[2];
+  if (d != kDynamicDim && d % heads != 0)
+    return invalidArgument(cat("model dim ", d, " of ", shapeStr(x), " is not divisible by heads = ", heads));
+  out = {x[0], heads, x[1], d == kDynamicDim ? kDynamicDim : d / heads};
+  return Status::OK();
+}
+
+Status mergeHeads(const Shape &x, Shape &out) {
+  int64_t hk = (x[1] == kDynamicDim || x[3] == kDynamicDim) ? kDynamicDim : x[1] * x[3];
+  out = {x[0], x[2], hk};
+  return Status::OK();
+}
+
+Status batchMatmul(const Shape &a, const Shape &b, bool transposeB, Shape &out) {
+  if (a.size() != b.size()) return mismatch("operands must have the same rank", a, b);
+  size_t r = a.size();
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (!compatible(a[i], b[i])) return mismatch("batch dims differ", a, b);
+  int64_t k = a[r - 1];
+  int64_t kb = transposeB ? b[r - 1] : b[r - 2];
+  int64_t n = transposeB ? b[r - 2] : b[r - 1];
+  if (!compatible(k, kb)) return mismatch("contraction dims differ", a, b);
+  out = a;
+  for (size_t i = 0; i + 2 < r; ++i) out[i] = merge(a[i], b[i]);
+  out[r - 1] = n;
+  return Status::OK();
+}
+
+Status mask(const Shape &scores, const Shape &keep, Shape &out) {
+  if (!compatible(scores[0], keep[0]) || !compatible(scores[3], keep[1]))
+    return mismatch("key_keep must be [B, Kv] for scores [B, H, Q, Kv]", scores, keep);
+  out = scores;
+  out[0] = merge(scores[0], keep[0]);
+  out[3] = merge(scores[3], keep[1]);
+  return Status::OK();
+}
+
+Status xent(const Shape &logits, const Shape &targets, Shape &out) {
+  if (logits.size() != targets.size() + 1)
+    return mismatch("logits must be targets' shape plus a vocabulary dim", logits, targets);
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (!compatible(logits[i], targets[i]))
+      return mismatch("logits must be targets' shape plus a vocabulary dim", logits, targets);
+  out.clear();
+  return Status::OK();
+}
+
+}  // namespace
+
+Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape &out) {
+  const std::string &op = node.op;
+  if (op == "tfm.embedding") return embedding(*in[0], *in[1], out);
+  if (op == "tfm.add_positions") return addPositions(*in[0], *in[1], out);
+  if (op == "tfm.matmul") return matmul(*in[0], *in[1], attrInt(node, "transpose_b") != 0, out);
+  if (op == "tfm.bias_add") return lastDimBroadcast("bias must match the last dim of x", *in[0], *in[1], out);
+  if (op == "tfm.add") return elementwise(*in[0], *in[1], out);
+  if (op == "tfm.layer_norm") return layerNorm(*in[0], *in[1], *in[2], out);
+  if (op == "tfm.split_heads") return splitHeads(*in[0], attrInt(node, "heads"), out);
+  if (op == "tfm.merge_heads") return mergeHeads(*in[0], out);
+  if (op == "tfm.batch_matmul") return batchMatmul(*in[0], *in[1], attrInt(node, "transpose_b") != 0, out);
+  if (op == "tfm.mask") return mask(*in[0], *in[1], out);
+  if (op == "tfm.label_smoothed_xent") return xent(*in[0], *in[1], out);
+  if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
+      op == "tfm.padding_mask") {
+    out = *in[0];
+    return Status::OK();
+  }
+  return unimplemented(cat("no shape function for op '", op, "'"));
+}
+
+bool shapesCompatible(const Shape &declared, const Shape &inferred) {
+  if (declared.size() != inferred.size()) return false;
+  for (size_t i = 0; i < declared.size(); ++i)
+    if (!compatible(declared[i], inferred[i])) return false;
+  return true;
+}
+
+}  // namespace tfmrt

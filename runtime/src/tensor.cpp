@@ -1,0 +1,117 @@
+#include "tfmrt/tensor.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "format.h"
+
+namespace tfmrt {
+
+namespace {
+constexpr size_t kAlign = 64;  // cache line / AVX-512 vector
+// Overflow guard: larger shapes count as invalid (numel() == -1) rather than wrapping around.
+constexpr int64_t kMaxNumel = int64_t(1) << 56;
+
+template <typename T>
+Tensor make(DType dtype, std::vector<int64_t> shape, const std::vector<T> &values) {
+  Tensor t(dtype, std::move(shape));
+  if (!values.empty()) {
+    assert(int64_t(values.size()) == t.numel() && "Tensor factory: values.size() != numel()");
+    size_t n = std::min(values.size() * sizeof(T), t.nbytes());
+    std::memcpy(t.rawData(), values.data(), n);
+  }
+  return t;
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape(std::move(shape_)) {
+  allocate(nbytes());
+}
+
+Tensor::Tensor(const Tensor &o) : dtype(o.dtype), shape(o.shape) {
+  allocate(o.capacity_);
+  if (capacity_) std::memcpy(storage_, o.storage_, capacity_);
+}
+
+Tensor &Tensor::operator=(const Tensor &o) {
+  if (this != &o) {
+    Tensor copy(o);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+Tensor::Tensor(Tensor &&o) noexcept
+    : dtype(o.dtype), shape(std::move(o.shape)), storage_(o.storage_), capacity_(o.capacity_) {
+  o.storage_ = nullptr;
+  o.capacity_ = 0;
+  o.shape.clear();
+}
+
+Tensor &Tensor::operator=(Tensor &&o) noexcept {
+  if (this != &o) {
+    std::free(storage_);
+    dtype = o.dtype;
+    shape = std::move(o.shape);
+    storage_ = o.storage_;
+    capacity_ = o.capacity_;
+    o.storage_ = nullptr;
+    o.capacity_ = 0;
+    o.shape.clear();
+  }
+  return *this;
+}
+
+Tensor::~Tensor() { std::free(storage_); }
+
+void Tensor::allocate(size_t bytes) {
+  std::free(storage_);
+  storage_ = nullptr;
+  capacity_ = 0;
+  if (bytes == 0) return;
+  size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  void *p = std::aligned_alloc(kAlign, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  storage_ = static_cast<uint8_t *>(p);
+  capacity_ = bytes;
+}
+
+Tensor Tensor::f32(std::vector<int64_t> shape, const std::vector<float> &values) {
+  return make(DType::F32, std::move(shape), values);
+}
+Tensor Tensor::i32(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
+  return make(DType::I32, std::move(shape), values);
+}
+Tensor Tensor::boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values) {
+  return make(DType::Bool, std::move(shape), values);
+}
+
+int64_t Tensor::numel() const {
+  int64_t n;
+  return checkedNumel(shape, kMaxNumel, n) ? n : -1;
+}
+
+size_t Tensor::nbytes() const {
+  int64_t n = numel();
+  return n < 0 ? 0 : size_t(n) * dtypeSize(dtype);
+}
+
+bool Tensor::valid() const {
+  int64_t n = numel();
+  return n >= 0 && size_t(n) * dtypeSize(dtype) <= capacity_;
+}
+
+void Tensor::resize(DType newType, const std::vector<int64_t> &newShape) {
+  dtype = newType;
+  shape = newShape;
+  size_t need = nbytes();
+  if (need > capacity_) allocate(need);
+}
+
+std::string Tensor::describe() const { return std::string(dtypeName(dtype)) + shapeStr(shape); }
+
+}  // namespace tfmrt

@@ -1,0 +1,148 @@
+#include "test_util.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace tfmrt::test {
+
+FunctionBuilder::FunctionBuilder(Artifact &artifact, std::string name) : artifact_(artifact) {
+  fn_.name = std::move(name);
+}
+
+uint32_t FunctionBuilder::addValue(std::string name, ValueKind kind, DType dtype, Shape shape, uint32_t index) {
+  ValueInfo v;
+  v.name = std::move(name);
+  v.kind = kind;
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  v.index = index;
+  fn_.values.push_back(std::move(v));
+  return uint32_t(fn_.values.size() - 1);
+}
+
+uint32_t FunctionBuilder::input(const std::string &name, DType dtype, Shape shape) {
+  uint32_t id = addValue(name, ValueKind::Input, dtype, std::move(shape), 0);
+  fn_.inputs.push_back(id);
+  return id;
+}
+
+uint32_t FunctionBuilder::param(const std::string &name, Shape shape, ParamInit init) {
+  auto it = paramValues_.find(name);
+  if (it != paramValues_.end()) return it->second;
+  int64_t index = artifact_.findParam(name);
+  if (index < 0) {
+    ParamInfo p;
+    p.name = name;
+    p.shape = shape;
+    p.init = init;
+    artifact_.params.push_back(p);
+    index = int64_t(artifact_.params.size() - 1);
+  }
+  uint32_t id = addValue(name, ValueKind::Parameter, DType::F32, std::move(shape), uint32_t(index));
+  paramValues_[name] = id;
+  return id;
+}
+
+uint32_t FunctionBuilder::constant(const std::string &name, const Tensor &data) {
+  Constant c;
+  c.name = name;
+  c.dtype = data.dtype;
+  c.shape = data.shape;
+  c.data.resize(data.nbytes());
+  if (data.nbytes()) std::memcpy(c.data.data(), data.rawData(), data.nbytes());
+  artifact_.constants.push_back(std::move(c));
+  return addValue(name, ValueKind::Constant, data.dtype, data.shape, uint32_t(artifact_.constants.size() - 1));
+}
+
+uint32_t FunctionBuilder::op(const std::string &op, std::vector<uint32_t> operands, DType dtype, Shape shape,
+                             Attrs attrs) {
+  Node n;
+  n.op = op;
+  n.inputs = std::move(operands);
+  n.attrs = std::move(attrs);
+  n.loc = "test.yaml:" + std::to_string(fn_.nodes.size() + 1) + ":3";
+  uint32_t id = addValue("%" + std::to_string(fn_.values.size()), ValueKind::Intermediate, dtype, std::move(shape), 0);
+  n.outputs = {id};
+  fn_.nodes.push_back(std::move(n));
+  return id;
+}
+
+void FunctionBuilder::finish() { artifact_.functions.push_back(fn_); }
+
+Tensor randomF32(const Shape &shape, uint64_t seed, float lo, float hi) {
+  Tensor t(DType::F32, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+Tensor randomIds(const Shape &shape, int32_t lo, int32_t hi, uint64_t seed) {
+  Tensor t(DType::I32, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = dist(rng);
+  return t;
+}
+
+Tensor sinusoidTable(int64_t rows, int64_t dim) {
+  Tensor t(DType::F32, {rows, dim});
+  for (int64_t p = 0; p < rows; ++p)
+    for (int64_t i = 0; i < dim; ++i) {
+      double angle = double(p) / std::pow(10000.0, double(2 * (i / 2)) / double(dim));
+      t.data<float>()[p * dim + i] = float(i % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+  return t;
+}
+
+::testing::AssertionResult allClose(const Tensor &a, const Tensor &b, double atol, double rtol) {
+  if (a.dtype != b.dtype || a.shape != b.shape)
+    return ::testing::AssertionFailure() << "got " << a.describe() << ", expected " << b.describe();
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x, y;
+    switch (a.dtype) {
+    case DType::F32: x = a.data<float>()[i], y = b.data<float>()[i]; break;
+    case DType::I32: x = a.data<int32_t>()[i], y = b.data<int32_t>()[i]; break;
+    default: x = a.data<uint8_t>()[i], y = b.data<uint8_t>()[i]; break;
+    }
+    double err = std::fabs(x - y);
+    bool ok = err <= atol + rtol * std::fabs(y) || (std::isinf(x) && x == y);
+    if (!ok) {
+      if (first < 0) first = i;
+      ++bad;
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  if (!bad) return ::testing::AssertionSuccess();
+  auto f = [&](const Tensor &t) {
+    return t.dtype == DType::F32 ? double(t.data<float>()[first]) : double(t.data<int32_t>()[first]);
+  };
+  return ::testing::AssertionFailure() << bad << " of " << a.numel() << " elements differ (worst abs err " << worst
+                                       << "); first at flat index " << first << ": " << f(a) << " vs " << f(b);
+}
+
+std::string tempPath(const std::string &name) {
+  static std::atomic<int> counter{0};
+  std::ostringstream os;
+  os << ::testing::TempDir() << "tfmrt_" << ::getpid() << "_" << counter++ << "_" << name;
+  return os.str();
+}
+
+std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend, int threads) {
+  RuntimeOptions options;
+  options.backend = backend;
+  options.num_threads = threads;
+  std::unique_ptr<Model> model;
+  Status s = Model::fromArtifact(artifact, options, model);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return model;
+}
+
+}  // namespace tfmrt::test
