@@ -79,6 +79,7 @@ struct RunSettings {
   std::string weights, inputs, output, saveWeights, kernels = "dnnl";
   uint64_t seed = 1;
   int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
+  bool profile = false;
 };
 
 int runForward(const char *cmd, const RunSettings &rs) {
@@ -93,6 +94,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
     return 2;
   }
   options.num_threads = int(rs.threads);
+  options.profile = rs.profile;
   std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
   const tfmrt::Artifact &a = model->artifact();
@@ -153,6 +155,14 @@ int runForward(const char *cmd, const RunSettings &rs) {
               "load average %s\n",
               median, steady.size(), positions / (median / 1000.0), (long long)positions,
               loadAverage().c_str());
+  if (rs.profile) {
+    double total = 0;
+    for (const auto &p : model->profile()) total += p.millis;
+    std::printf("kernel profile over %zu calls (ms per forward, share):\n", millis.size());
+    for (const auto &p : model->profile())
+      std::printf("  %-28s %8.2f ms  %5.1f%%  (%lld invocations)\n", p.kernel.c_str(),
+                  p.millis / millis.size(), 100.0 * p.millis / total, (long long)p.calls);
+  }
   if (!std::isfinite(loss)) {
     std::cerr << "tfmc " << cmd << ": error: the loss is not finite\n";
     return 1;
@@ -167,7 +177,8 @@ int runForward(const char *cmd, const RunSettings &rs) {
 
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
   auto unknown = cl.unknown({"weights", "seed", "inputs", "batch", "src-len", "tgt-len",
-                             "kernels", "iters", "output", "save-weights", "threads", "o"});
+                             "kernels", "iters", "output", "save-weights", "threads", "o",
+                             "profile"});
   if (!unknown.empty()) {
     std::cerr << "tfmc " << cmd << ": error: unknown option --" << unknown[0] << "\n";
     return false;
@@ -187,6 +198,7 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
   rs.tgtLen = cl.getInt("tgt-len", -1);
   rs.iters = cl.getInt("iters", 1);
   rs.threads = cl.getInt("threads", 0);
+  rs.profile = cl.has("profile");
   return true;
 }
 

@@ -43,7 +43,7 @@ std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &kn
 }
 
 bool isSwitch(const std::string &name) {
-  return name == "quiet" || name == "help" || name == "print-ir";
+  return name == "quiet" || name == "help" || name == "print-ir" || name == "profile";
 }
 
 }  // namespace tfmc
@@ -56,7 +56,7 @@ commands:
       (default <spec name>.tfmx). --emit=mlir prints the imported tfm IR instead.
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
-      [--output out.safetensors] [--save-weights w.safetensors] [--threads N]
+      [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]
       Run the forward entry: logits and label-smoothed loss. Without --inputs a built-in
       padded sample batch is used. Prints loss and tokens/s.
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N]

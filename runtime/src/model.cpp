@@ -1,5 +1,6 @@
 // Model creation: artifact checks against the op table and declared shapes, kernel selection and
 // preparation (once, at load).
+#include <algorithm>
 #include <cstring>
 
 #include "format.h"
@@ -111,6 +112,18 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
 
 const Artifact &Model::artifact() const { return impl_->artifact; }
 const RuntimeOptions &Model::options() const { return impl_->options; }
+
+std::vector<KernelProfile> Model::profile() const {
+  std::vector<KernelProfile> out;
+  for (const auto &[name, entry] : impl_->profile) {
+    out.push_back(entry);
+    out.back().kernel = name;
+  }
+  std::sort(out.begin(), out.end(), [](const KernelProfile &a, const KernelProfile &b) { return a.millis > b.millis; });
+  return out;
+}
+
+void Model::resetProfile() { impl_->profile.clear(); }
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {
   EntryState *state = impl_->findEntry(entry);

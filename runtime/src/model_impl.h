@@ -1,6 +1,8 @@
 // Model internals shared by model.cpp (load), model_weights.cpp and model_run.cpp.
 #pragma once
 
+#include <map>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +53,7 @@ struct Model::Impl {
   bool hasWeights = false;
   uint64_t weightsVersion = 0;
   std::vector<EntryState> entries;
+  std::map<std::string, KernelProfile> profile;  // by kernel name, under options.profile
 
   Status prepareEntry(const EntryFunction &fn, EntryState &state);
   EntryState *findEntry(const std::string &name);

@@ -1,4 +1,5 @@
 // Model::run: input validation, per-shape plans (shapes + buffer arena, cached), node execution.
+#include <chrono>
 #include <omp.h>
 
 #include <algorithm>
@@ -155,6 +156,7 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
   }
   for (size_t p = 0; p < inputs.size(); ++p) state->data[fn.inputs[p]] = const_cast<void *>(inputs[p].rawData());
 
+  const bool profiling = options.profile;
   for (size_t i = 0; i < fn.nodes.size(); ++i) {
     const Node &node = fn.nodes[i];
     TensorRef *refs = state->refs.data();
@@ -167,7 +169,13 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
     args.outputs = refs + node.inputs.size();
     args.numOutputs = node.outputs.size();
     args.weightsVersion = weightsVersion;
+    const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = state->kernels[i]->run(args);
+    if (profiling) {
+      KernelProfile &entry = profile[state->kernels[i]->name()];
+      entry.calls += 1;
+      entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!s.ok())
       return Status(s.code(), cat(entryStr(fn), ": ", nodeStr(i, node), " [", state->kernels[i]->name(), "]: ", s.message()));
   }

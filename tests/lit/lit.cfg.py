@@ -4,7 +4,7 @@ import lit.formats
 
 config.name = "tfmc"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".mlir", ".yaml"]
+config.suffixes = [".mlir", ".yaml", ".test"]
 config.excludes = ["Inputs", "lit.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tfmc_binary_dir, "tests", "lit")

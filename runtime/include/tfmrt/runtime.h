@@ -32,6 +32,14 @@ const char *backendName(KernelBackend backend);
 struct RuntimeOptions {
   KernelBackend backend = KernelBackend::Dnnl;
   int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores)
+  bool profile = false;  // time every kernel invocation (see Model::profileReport)
+};
+
+// Accumulated kernel time of one op kind under RuntimeOptions::profile.
+struct KernelProfile {
+  std::string kernel;  // e.g. "dnnl.matmul"
+  int64_t calls = 0;
+  double millis = 0;
 };
 
 class Model {
@@ -64,6 +72,11 @@ public:
   // planned once per distinct set of input shapes and reused (a small LRU cache of plans), and
   // `outputs` tensors are resized in place, so steady-state calls do not allocate.
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+
+  // Per-kernel totals since load (or the last reset), most expensive first; empty unless
+  // RuntimeOptions::profile is set.
+  std::vector<KernelProfile> profile() const;
+  void resetProfile();
 
   const Artifact &artifact() const;
   const RuntimeOptions &options() const;
