@@ -4,6 +4,7 @@
 // tables in SpecParser::SpecParser are its single source of truth in code.
 #include "spec/ModelSpec.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -263,6 +264,7 @@ public:
 private:
   void error(const YAML::Mark &mark, const std::string &message);
   std::string syntaxHint(const YAML::Exception &e) const;
+  bool findSecondDocument(YAML::Mark &mark) const;
   SpecLoc loc(const YAML::Mark &mark) const;
 
   bool parseRoot(const YAML::Node &root);
@@ -436,26 +438,101 @@ std::string SpecParser::syntaxHint(const YAML::Exception &e) const {
   return "";
 }
 
+const char *const kNotAMap = "a spec must be a map with the keys 'name', 'model' and optionally "
+                             "'training', 'decoding', 'compile'; got ";
+
+// Records where the first node of a document starts. An empty document only produces OnNull.
+class FirstNodeFinder : public YAML::EventHandler {
+public:
+  bool found = false;
+  YAML::Mark mark;
+
+  void OnDocumentStart(const YAML::Mark &) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark &, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark &m, YAML::anchor_t) override { note(m); }
+  void OnScalar(const YAML::Mark &m, const std::string &, YAML::anchor_t,
+                const std::string &) override {
+    note(m);
+  }
+  void OnSequenceStart(const YAML::Mark &m, const std::string &, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    note(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark &m, const std::string &, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    note(m);
+  }
+  void OnMapEnd() override {}
+
+private:
+  void note(const YAML::Mark &m) {
+    if (!found) {
+      found = true;
+      mark = m;
+    }
+  }
+};
+
+// Where a second, non-empty YAML document starts, if there is one. (Not YAML::LoadAll: in
+// yaml-cpp 0.7 it never returns on input such as a stray ',' at the top level.)
+bool SpecParser::findSecondDocument(YAML::Mark &mark) const {
+  std::istringstream in(text_);
+  YAML::Parser parser(in);
+  for (int doc = 0; doc < 64; ++doc) {  // bounded for the same reason
+    FirstNodeFinder finder;
+    if (!parser.HandleNextDocument(finder))
+      return false;
+    if (doc > 0 && finder.found) {
+      mark = finder.mark;
+      return true;
+    }
+  }
+  return false;
+}
+
 void SpecParser::run() {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
+  YAML::Mark secondDoc;
+  bool hasSecondDoc = false;
   try {
-    docs = YAML::LoadAll(text_);
+    root = YAML::Load(text_);  // the first document
+    hasSecondDoc = findSecondDocument(secondDoc);
   } catch (const YAML::Exception &e) {
     error(e.mark, "invalid YAML: " + e.msg + syntaxHint(e));
     return;
   }
-  // A trailing "---" yields an empty extra document; only real content counts.
-  while (docs.size() > 1 && docs.back().IsNull())
-    docs.pop_back();
-  if (docs.empty() || docs[0].IsNull()) {
+  if (root.IsNull()) {
+    if (hasSecondDoc) {
+      error(secondDoc, "a spec is a single YAML document, but the first one is empty and "
+                       "another one starts here");
+      return;
+    }
+    // Comments only, or something yaml-cpp silently skipped (such as a stray ',').
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      const std::string &line = lines_[i];
+      size_t col = line.find_first_not_of(" \t");
+      if (col == std::string::npos || line[col] == '#' || line.compare(col, 3, "---") == 0 ||
+          line.compare(col, 3, "...") == 0)
+        continue;
+      YAML::Mark at;
+      at.line = static_cast<int>(i);
+      at.column = static_cast<int>(col);
+      if (std::string(",]}").find(line[col]) != std::string::npos)
+        error(at, std::string("invalid YAML: unexpected '") + line[col] + "'");
+      else  // e.g. "~" or "null"
+        error(at, kNotAMap + std::string("no value"));
+      return;
+    }
     error(YAML::Mark::null_mark(),
           "spec is empty; expected a map with at least the keys 'name' and 'model'");
     return;
   }
-  if (docs.size() > 1)
-    error(docs[1].Mark(), "a spec is a single YAML document; found another one starting here");
+  if (hasSecondDoc)
+    error(secondDoc, "a spec is a single YAML document; found another one starting here");
   try {
-    if (!parseRoot(docs[0]))
+    if (!parseRoot(root))
       return;
   } catch (const YAML::Exception &e) {
     error(e.mark, "invalid YAML: " + e.msg);
@@ -467,8 +544,7 @@ void SpecParser::run() {
 bool SpecParser::parseRoot(const YAML::Node &root) {
   rootMark_ = root.Mark();
   if (!root.IsMap()) {
-    error(root.Mark(), "a spec must be a map with the keys 'name', 'model' and optionally "
-                       "'training', 'decoding', 'compile'; got " + describe(root));
+    error(root.Mark(), kNotAMap + describe(root));
     return false;
   }
   std::map<std::string, YAML::Mark> seen;

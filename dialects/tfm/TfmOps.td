@@ -113,7 +113,8 @@ def Tfm_MatmulOp : Tfm_Op<"matmul", [Pure]> {
     A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
     by `bias_add`. Leading dimensions of `a` are flattened into M.
   }];
-  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<StrAttr, "\"plain\"">:$weight_layout);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -177,6 +178,87 @@ def Tfm_LabelSmoothedXentOp : Tfm_Op<"label_smoothed_xent", [Pure]> {
   let arguments = (ins Tfm_F32Tensor:$logits, Tfm_I32Tensor:$targets, F64Attr:$smoothing, I64Attr:$pad_id);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops: produced by the fusion passes, never by the importer
+//===----------------------------------------------------------------------===//
+
+def Tfm_LinearOp : Tfm_Op<"linear", [Pure]> {
+  let summary = "GEMM with epilogue: act(x W^T + bias) (+ residual)";
+  let description = [{
+    x [..., K], weight [N, K] (PyTorch's [out, in]), bias [N], optional residual [..., N].
+    `activation` is "none", "relu" or "gelu"; it is applied before the residual add (the order
+    of oneDNN post-ops). `weight_layout` is "plain" (row-major, read as given) or "packed" (the
+    runtime reorders the constant weight once, at load, into the GEMM's preferred blocked layout).
+    Produced by tfm-fuse-epilogues and tfm-assign-layouts.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$weight, Tfm_F32Tensor:$bias,
+                       Optional<Tfm_F32Tensor>:$residual,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$activation,
+                       DefaultValuedAttr<StrAttr, "\"plain\"">:$weight_layout);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias (`,` $residual^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_FusedAttentionOp : Tfm_Op<"fused_attention", [Pure]> {
+  let summary = "softmax(mask(Q K^T * scale)) V over heads read in place, heads merged";
+  let description = [{
+    q [B, Sq, Wq], k [B, Sk, Wk], v [B, Sk, Wv], key_keep [B, Sk] -> [B, Sq, heads * head_dim].
+    Head h of Q is the column block [q_offset + h * head_dim, q_offset + (h + 1) * head_dim) of q
+    (likewise K, V with k_offset, v_offset), so a merged QKV projection feeds it without a copy
+    and no split/merge transposes exist. Masking is that of tfm.mask (key padding, and `causal`
+    for decoder self-attention); a fully masked row gives zeros. `dropout_rate` is applied to the
+    probabilities in training entries. The B x H x Sq x Sk score matrix is never materialised.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k, Tfm_F32Tensor:$v,
+                       Tfm_BoolTensor:$key_keep, I64Attr:$heads, I64Attr:$head_dim,
+                       I64Attr:$q_offset, I64Attr:$k_offset, I64Attr:$v_offset, F64Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $key_keep attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AddLayerNormOp : Tfm_Op<"add_layer_norm", [Pure]> {
+  let summary = "LayerNorm(a + b): the post-norm residual join in one pass over memory";
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, Tfm_F32Tensor:$gamma,
+                       Tfm_F32Tensor:$beta, F64Attr:$epsilon);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_ConcatOp : Tfm_Op<"concat", [Pure]> {
+  let summary = "Concatenate along axis 0 (merged projection weights and biases)";
+  let description = [{
+    All operands have equal trailing dimensions. When every operand is a weight, the runtime
+    evaluates it once when weights are set, not per call.
+  }];
+  let arguments = (ins Variadic<Tfm_F32Tensor>:$inputs);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_SliceLastOp : Tfm_Op<"slice_last", [Pure]> {
+  let summary = "Columns [offset, offset + size) of the last axis";
+  let description = [{
+    Splits a merged projection's output back into Q, K, V. tfm-fuse-attention folds it into the
+    attention op's offsets, so after fusion it only remains where attention was not fused.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input, I64Attr:$offset, I64Attr:$size);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

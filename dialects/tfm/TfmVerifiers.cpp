@@ -120,6 +120,9 @@ LogicalResult MatmulOp::verify() {
   int64_t n = getTransposeB() ? b[0] : b[1];
   if (failed(expectDim(*this, k, a.back(), "rhs contraction dimension")))
     return failure();
+  if (getWeightLayout() != "plain" && getWeightLayout() != "packed")
+    return emitOpError() << "weight_layout must be 'plain' or 'packed', got '" << getWeightLayout()
+                         << "'";
   SmallVector<int64_t> expected(a.begin(), a.end());
   expected.back() = n;
   return expectShape(*this, getResult(), expected);
@@ -189,4 +192,114 @@ LogicalResult LabelSmoothedXentOp::verify() {
     return failure();
   if (failed(expectRate(*this, getSmoothing().convertToDouble(), "smoothing"))) return failure();
   return expectShape(*this, getResult(), {});
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult expectLayout(Operation *op, StringRef layout) {
+  if (layout != "plain" && layout != "packed")
+    return op->emitOpError() << "weight_layout must be 'plain' or 'packed', got '" << layout << "'";
+  return success();
+}
+}  // namespace
+
+LogicalResult LinearOp::verify() {
+  auto x = rankedType(getInput()).getShape();
+  if (x.empty()) return emitOpError("input must have rank >= 1");
+  if (failed(expectRank(*this, getWeight(), 2, "weight")) ||
+      failed(expectRank(*this, getBias(), 1, "bias")))
+    return failure();
+  auto w = rankedType(getWeight()).getShape();
+  if (failed(expectDim(*this, w[1], x.back(), "weight input dimension")) ||
+      failed(expectDim(*this, rankedType(getBias()).getDimSize(0), w[0], "bias length")))
+    return failure();
+  StringRef act = getActivation();
+  if (act != "none" && act != "relu" && act != "gelu")
+    return emitOpError() << "activation must be 'none', 'relu' or 'gelu', got '" << act << "'";
+  if (failed(expectLayout(*this, getWeightLayout()))) return failure();
+  SmallVector<int64_t> expected(x.begin(), x.end());
+  expected.back() = w[0];
+  if (getResidual() && rankedType(getResidual()).getShape().size() != expected.size())
+    return emitOpError("residual must have the result's rank");
+  if (getResidual())
+    for (auto [i, d] : llvm::enumerate(rankedType(getResidual()).getShape()))
+      if (failed(expectDim(*this, d, expected[i], "residual dimension " + std::to_string(i))))
+        return failure();
+  return expectShape(*this, getResult(), expected);
+}
+
+LogicalResult FusedAttentionOp::verify() {
+  for (auto [v, name] : {std::pair<Value, const char *>{getQ(), "q"}, {getK(), "k"}, {getV(), "v"}})
+    if (failed(expectRank(*this, v, 3, name))) return failure();
+  if (failed(expectRank(*this, getKeyKeep(), 2, "key_keep"))) return failure();
+  const int64_t heads = getHeads(), dk = getHeadDim();
+  if (heads <= 0 || dk <= 0) return emitOpError("heads and head_dim must be positive");
+  auto q = rankedType(getQ()).getShape(), k = rankedType(getK()).getShape(),
+       v = rankedType(getV()).getShape(), keep = rankedType(getKeyKeep()).getShape();
+  for (auto [width, offset, name] :
+       {std::tuple<int64_t, int64_t, const char *>{q[2], getQOffset(), "q"},
+        {k[2], getKOffset(), "k"},
+        {v[2], getVOffset(), "v"}}) {
+    if (ShapedType::isDynamic(width)) return emitOpError() << name << " width must be static";
+    if (offset < 0 || offset + heads * dk > width)
+      return emitOpError() << name << " columns [" << offset << ", " << offset + heads * dk
+                           << ") exceed its width " << width;
+  }
+  if (failed(expectDim(*this, k[0], q[0], "k batch dimension")) ||
+      failed(expectDim(*this, v[0], q[0], "v batch dimension")) ||
+      failed(expectDim(*this, v[1], k[1], "v length")) ||
+      failed(expectDim(*this, keep[0], q[0], "key_keep batch dimension")) ||
+      failed(expectDim(*this, keep[1], k[1], "key_keep length")))
+    return failure();
+  if (failed(expectRate(*this, getDropoutRate().convertToDouble(), "dropout_rate")))
+    return failure();
+  return expectShape(*this, getResult(), {q[0], q[1], heads * dk});
+}
+
+LogicalResult AddLayerNormOp::verify() {
+  auto x = rankedType(getLhs()).getShape();
+  if (x.empty()) return emitOpError("input must have rank >= 1");
+  if (getLhs().getType() != getRhs().getType())
+    return emitOpError("lhs and rhs must have the same type");
+  if (failed(expectRank(*this, getGamma(), 1, "gamma")) ||
+      failed(expectRank(*this, getBeta(), 1, "beta")) ||
+      failed(expectDim(*this, rankedType(getGamma()).getDimSize(0), x.back(), "gamma length")) ||
+      failed(expectDim(*this, rankedType(getBeta()).getDimSize(0), x.back(), "beta length")))
+    return failure();
+  if (getEpsilon().convertToDouble() <= 0.0) return emitOpError("epsilon must be positive");
+  return expectShape(*this, getResult(), x);
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty()) return emitOpError("needs at least one operand");
+  auto first = rankedType(getInputs()[0]).getShape();
+  if (first.empty()) return emitOpError("operands must have rank >= 1");
+  int64_t total = 0;
+  for (Value v : getInputs()) {
+    auto shape = rankedType(v).getShape();
+    if (shape.size() != first.size()) return emitOpError("operands must have equal ranks");
+    for (size_t i = 1; i < shape.size(); ++i)
+      if (failed(expectDim(*this, shape[i], first[i], "operand dimension " + std::to_string(i))))
+        return failure();
+    total = (ShapedType::isDynamic(shape[0]) || ShapedType::isDynamic(total)) ? ShapedType::kDynamic
+                                                                               : total + shape[0];
+  }
+  SmallVector<int64_t> expected(first.begin(), first.end());
+  expected[0] = total;
+  return expectShape(*this, getResult(), expected);
+}
+
+LogicalResult SliceLastOp::verify() {
+  auto x = rankedType(getInput()).getShape();
+  if (x.empty()) return emitOpError("input must have rank >= 1");
+  if (ShapedType::isDynamic(x.back())) return emitOpError("last dimension must be static");
+  if (getOffset() < 0 || getSize() <= 0 || getOffset() + getSize() > x.back())
+    return emitOpError() << "columns [" << getOffset() << ", " << getOffset() + getSize()
+                         << ") exceed the last dimension " << x.back();
+  SmallVector<int64_t> expected(x.begin(), x.end());
+  expected.back() = getSize();
+  return expectShape(*this, getResult(), expected);
 }
