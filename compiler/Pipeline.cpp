@@ -1,11 +1,57 @@
 #include "Pipeline.h"
 
+#include <sstream>
+
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 #include "import/SpecToTfm.h"
 #include "lower/TfmToArtifact.h"
+#include "passes/Passes.h"
 
 namespace tfmc {
+
+const char *PipelineOptions::fusionPassNames() {
+  return "merge-projections, attention, epilogues, layouts";
+}
+
+bool PipelineOptions::parseFusionList(const std::string &list, std::string &error) {
+  if (list == "all" || list == "none") {
+    bool on = list == "all";
+    mergeProjections = fuseAttention = fuseEpilogues = assignLayouts = on;
+    return true;
+  }
+  mergeProjections = fuseAttention = fuseEpilogues = assignLayouts = false;
+  std::stringstream in(list);
+  std::string name;
+  while (std::getline(in, name, ',')) {
+    if (name == "merge-projections") mergeProjections = true;
+    else if (name == "attention") fuseAttention = true;
+    else if (name == "epilogues") fuseEpilogues = true;
+    else if (name == "layouts") assignLayouts = true;
+    else {
+      error = "unknown fusion pass '" + name + "' (expected none, all, or a comma list of " +
+              fusionPassNames() + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string PipelineOptions::describe() const {
+  std::string out;
+  auto add = [&](bool on, const char *name) {
+    if (on) out += (out.empty() ? "" : ",") + std::string(name);
+  };
+  add(mergeProjections, "merge-projections");
+  add(fuseAttention, "attention");
+  add(fuseEpilogues, "epilogues");
+  add(assignLayouts, "layouts");
+  return out.empty() ? "none" : out;
+}
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
@@ -14,6 +60,27 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;
   }
+
+  // Pass order lives here and only here.
+  mlir::PassManager pm(&ctx);
+  pm.enableVerifier(options.verifyEach);
+  if (options.printIrAfterAll) {
+    ctx.disableMultithreading();
+    pm.enableIRPrinting(/*shouldPrintBeforePass=*/[](mlir::Pass *, mlir::Operation *) { return false; },
+                        /*shouldPrintAfterPass=*/[](mlir::Pass *, mlir::Operation *) { return true; },
+                        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+  }
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
+  const bool report = options.report;
+  fn.addPass(createRemoveInferenceDropout(RemoveInferenceDropoutOptions{report}));
+  fn.addPass(mlir::createCSEPass());  // tied weights: one tfm.param per name
+  if (options.mergeProjections) fn.addPass(createMergeProjections(MergeProjectionsOptions{report}));
+  if (options.fuseAttention) fn.addPass(createFuseAttention(FuseAttentionOptions{report}));
+  if (options.fuseEpilogues) fn.addPass(createFuseEpilogues(FuseEpiloguesOptions{report}));
+  if (options.assignLayouts) fn.addPass(createAssignLayouts(AssignLayoutsOptions{report}));
+  fn.addPass(mlir::createCanonicalizerPass());  // removes ops left dead by the rewrites
+  fn.addPass(mlir::createCSEPass());
+  if (failed(pm.run(*module))) return nullptr;
   return module;
 }
 

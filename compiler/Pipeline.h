@@ -1,4 +1,4 @@
-// The compilation pipeline, in one place: import -> verify -> (passes) -> lower to artifact.
+// The compilation pipeline, in one place: import -> verify -> passes -> lower to artifact.
 #pragma once
 
 #include <string>
@@ -12,11 +12,24 @@
 
 namespace tfmc {
 
+// Which optimisations run. The default is everything; `--fusion=none` gives the unfused
+// program (primitive ops, plain weight layouts), which is a real program that runs.
 struct PipelineOptions {
+  bool mergeProjections = true;
+  bool fuseAttention = true;
+  bool fuseEpilogues = true;
+  bool assignLayouts = true;
+  bool report = false;           // fusion report: one remark per candidate site
+  bool printIrAfterAll = false;  // print the IR after every pass (stderr)
   bool verifyEach = true;
+
+  // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
+  bool parseFusionList(const std::string &list, std::string &error);
+  static const char *fusionPassNames();
+  std::string describe() const;  // "merge-projections,attention,..." or "none"
 };
 
-// Imports and verifies; diagnostics go to the context's handler (stderr by default).
+// Imports the spec; runs the pipeline's passes on it. Diagnostics go to the context's handler.
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options = {});
 

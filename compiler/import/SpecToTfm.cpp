@@ -41,10 +41,28 @@ private:
   RankedTensorType hiddenType() { return f32Type({kDyn, kDyn, m_.d_model}); }
 
   // --- scoped locations: every op built under a scope is tagged with the weights' prefix ----
+  // The spec key an op's site comes from, so diagnostics and the fusion report point at the
+  // line a user would edit: attention -> heads, FFN -> d_ff, layers -> *_layers.
+  Location keyLoc(const std::string &scope) {
+    auto endsWith = [&](const char *suffix) {
+      std::string s(suffix);
+      return scope.size() >= s.size() && scope.compare(scope.size() - s.size(), s.size(), s) == 0;
+    };
+    std::string key = "model";
+    if (endsWith("attn")) key = "model.heads";
+    else if (endsWith("ffn")) key = "model.d_ff";
+    else if (scope.rfind("encoder", 0) == 0) key = "model.encoder_layers";
+    else if (scope.rfind("decoder", 0) == 0) key = "model.decoder_layers";
+    else if (scope == "output_projection") key = "model.tie_output_projection";
+    SpecLoc loc = spec_.locOf(key);
+    return FileLineColLoc::get(b_.getContext(), loc.file.empty() ? spec_.path : loc.file,
+                               loc.line, loc.col);
+  }
+
   struct Scope {
     Scope(GraphBuilder &g, const std::string &name) : g(g), saved(g.loc_), savedName(g.scope_) {
       g.scope_ = name;
-      g.loc_ = NameLoc::get(g.b_.getStringAttr(name), g.specLoc_);
+      g.loc_ = NameLoc::get(g.b_.getStringAttr(name), g.keyLoc(name));
     }
     ~Scope() { g.loc_ = saved; g.scope_ = savedName; }
     GraphBuilder &g;
@@ -151,6 +169,8 @@ private:
     auto lossType = f32Type({});
     auto fnType = b_.getFunctionType({idsType(), idsType(), idsType()}, {logitsType, lossType});
     auto fn = b_.create<func::FuncOp>(specLoc_, "forward", fnType);
+    // Dropout is the identity here; the training entry (a later issue) is built separately.
+    fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
     const char *argNames[] = {"src", "tgt_in", "tgt_out"};
     for (unsigned i = 0; i < 3; ++i)
       fn.setArgAttr(i, "tfm.name", b_.getStringAttr(argNames[i]));

@@ -37,7 +37,9 @@ std::string quote(const std::string &s) { return "'" + s + "'"; }
 
 // Optimal-string-alignment distance (a transposition counts as one edit), case-insensitive.
 size_t editDistance(const std::string &a, const std::string &b) {
-  auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
   for (size_t i = 0; i <= a.size(); ++i)
     d[i][0] = i;
@@ -47,7 +49,8 @@ size_t editDistance(const std::string &a, const std::string &b) {
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]))
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1]))
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
@@ -183,7 +186,7 @@ struct Field {
 
   // Filled while parsing.
   bool present = false;
-  bool valid = true;  // holds a usable value (possibly the default); cleared on any error
+  bool valid = true; // holds a usable value (possibly the default); cleared on any error
   YAML::Mark keyMark, valueMark;
 };
 
@@ -312,9 +315,9 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       intField("tgt_vocab_size", m.tgt_vocab_size, Range::Positive, true),
       boolField("tie_src_tgt_embeddings", m.tie_src_tgt_embeddings),
       boolField("tie_output_projection", m.tie_output_projection),
-      enumField<PositionKind>("positions", m.positions,
-                              {{"sinusoidal", PositionKind::Sinusoidal},
-                               {"learned", PositionKind::Learned}}),
+      enumField<PositionKind>(
+          "positions", m.positions,
+          {{"sinusoidal", PositionKind::Sinusoidal}, {"learned", PositionKind::Learned}}),
       intField("max_len", m.max_len, Range::Positive),
       enumField<NormPlacement>("norm", m.norm,
                                {{"post", NormPlacement::Post}, {"pre", NormPlacement::Pre}}),
@@ -398,7 +401,7 @@ Section &SpecParser::section(const std::string &name) {
   for (Section &s : sections_)
     if (s.name == name)
       return s;
-  std::abort();  // only called with names from the tables above
+  std::abort(); // only called with names from the tables above
 }
 
 Field &SpecParser::field(const std::string &sectionName, const std::string &key) {
@@ -480,7 +483,7 @@ private:
 bool SpecParser::findSecondDocument(YAML::Mark &mark) const {
   std::istringstream in(text_);
   YAML::Parser parser(in);
-  for (int doc = 0; doc < 64; ++doc) {  // bounded for the same reason
+  for (int doc = 0; doc < 64; ++doc) { // bounded for the same reason
     FirstNodeFinder finder;
     if (!parser.HandleNextDocument(finder))
       return false;
@@ -497,7 +500,7 @@ void SpecParser::run() {
   YAML::Mark secondDoc;
   bool hasSecondDoc = false;
   try {
-    root = YAML::Load(text_);  // the first document
+    root = YAML::Load(text_); // the first document
     hasSecondDoc = findSecondDocument(secondDoc);
   } catch (const YAML::Exception &e) {
     error(e.mark, "invalid YAML: " + e.msg + syntaxHint(e));
@@ -521,7 +524,7 @@ void SpecParser::run() {
       at.column = static_cast<int>(col);
       if (std::string(",]}").find(line[col]) != std::string::npos)
         error(at, std::string("invalid YAML: unexpected '") + line[col] + "'");
-      else  // e.g. "~" or "null"
+      else // e.g. "~" or "null"
         error(at, kNotAMap + std::string("no value"));
       return;
     }
@@ -548,7 +551,7 @@ bool SpecParser::parseRoot(const YAML::Node &root) {
     return false;
   }
   std::map<std::string, YAML::Mark> seen;
-  std::vector<std::string> guessed;  // known keys that misspelled keys were taken for
+  std::vector<std::string> guessed; // known keys that misspelled keys were taken for
   for (auto it = root.begin(); it != root.end(); ++it) {
     // Copies: the iterator hands out a temporary pair of node handles.
     const YAML::Node key = it->first;
@@ -589,7 +592,7 @@ bool SpecParser::parseRoot(const YAML::Node &root) {
     if (!wasGuessed(s.name))
       error(rootMark_, "missing required key " + quote(s.name));
     for (Field &f : s.fields)
-      f.valid = false;  // nothing to check against
+      f.valid = false; // nothing to check against
   }
   return true;
 }
@@ -609,8 +612,8 @@ void SpecParser::parseName(const YAML::Node &key, const YAML::Node &value) {
   }
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') {
-      error(value.Mark(), "'name' may only contain letters, digits, '_', '-' and '.', got " +
-                              quote(name));
+      error(value.Mark(),
+            "'name' may only contain letters, digits, '_', '-' and '.', got " + quote(name));
       return;
     }
   }
@@ -631,10 +634,10 @@ void SpecParser::parseSection(Section &section, const YAML::Node &key, const YAM
     return;
   }
   std::map<std::string, YAML::Mark> seen;
-  std::vector<std::string> guessed;  // known keys that misspelled keys were taken for
+  std::vector<std::string> guessed; // known keys that misspelled keys were taken for
   if (value.IsMap()) {
     for (auto it = value.begin(); it != value.end(); ++it) {
-      const YAML::Node k = it->first;  // a copy: the iterator hands out temporaries
+      const YAML::Node k = it->first; // a copy: the iterator hands out temporaries
       if (!k.IsScalar()) {
         error(k.Mark(), "a key must be a plain name, got " + describe(k));
         continue;
@@ -661,8 +664,8 @@ void SpecParser::parseSection(Section &section, const YAML::Node &key, const YAM
   if (missing.size() == 1)
     error(key.Mark(), "missing required key " + quote(missing[0]) + " in " + quote(section.name));
   else if (!missing.empty())
-    error(key.Mark(), "missing required keys " + alternatives(missing, "and") + " in " +
-                          quote(section.name));
+    error(key.Mark(),
+          "missing required keys " + alternatives(missing, "and") + " in " + quote(section.name));
 }
 
 void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
@@ -675,7 +678,8 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
   spec_.keyLocs[section.name + "." + f.name] = loc(key.Mark());
 
   auto typeError = [&](const std::string &expected) {
-    error(f.valueMark, "key " + quote(f.name) + " must be " + expected + ", got " + describe(value));
+    error(f.valueMark,
+          "key " + quote(f.name) + " must be " + expected + ", got " + describe(value));
   };
   bool scalar = value.IsScalar() && !isQuoted(value);
   const std::string text = value.IsScalar() ? value.Scalar() : "";
@@ -801,14 +805,14 @@ void SpecParser::crossChecks() {
   // Attention heads split d_model evenly.
   if (ok("model", "heads") && ok("model", "d_model") &&
       i64("model", "d_model") % i64("model", "heads") != 0)
-    error(where("model", "heads"), "'heads' (" + num("model", "heads") + ") must divide 'd_model' (" +
-                                       num("model", "d_model") + ")");
+    error(where("model", "heads"), "'heads' (" + num("model", "heads") +
+                                       ") must divide 'd_model' (" + num("model", "d_model") + ")");
 
   // The sinusoidal table pairs sin/cos over dimension 2i, 2i+1.
   if (ok("model", "d_model") && ok("model", "positions") &&
       spec_.model.positions == PositionKind::Sinusoidal && i64("model", "d_model") % 2 != 0)
-    error(where("model", "d_model"), "'d_model' must be even with 'positions: sinusoidal', got " +
-                                         num("model", "d_model"));
+    error(where("model", "d_model"),
+          "'d_model' must be even with 'positions: sinusoidal', got " + num("model", "d_model"));
 
   // One shared embedding table needs one vocabulary. (tie_output_projection only involves the
   // target side, so it has no such constraint.)
@@ -830,7 +834,8 @@ void SpecParser::crossChecks() {
     if (!ok("compile", len) || !ok("model", "max_len") ||
         i64("compile", len) <= i64("model", "max_len"))
       continue;
-    YAML::Mark at = field("compile", len).present ? where("compile", len) : where("model", "max_len");
+    YAML::Mark at =
+        field("compile", len).present ? where("compile", len) : where("model", "max_len");
     error(at, quote(len) + " (" + shown("compile", len) + ") must not exceed 'max_len' (" +
                   shown("model", "max_len") + ")");
   }
@@ -838,8 +843,8 @@ void SpecParser::crossChecks() {
   // Special token ids are valid in both vocabularies ...
   const char *ids[] = {"pad_id", "bos_id", "eos_id"};
   if (ok("model", "src_vocab_size") && ok("model", "tgt_vocab_size")) {
-    const char *vocab =
-        spec_.model.src_vocab_size <= spec_.model.tgt_vocab_size ? "src_vocab_size" : "tgt_vocab_size";
+    const char *vocab = spec_.model.src_vocab_size <= spec_.model.tgt_vocab_size ? "src_vocab_size"
+                                                                                 : "tgt_vocab_size";
     for (const char *id : ids) {
       if (!ok("model", id) || i64("model", id) < i64("model", vocab))
         continue;
@@ -852,7 +857,8 @@ void SpecParser::crossChecks() {
   // ... and distinct.
   for (int a = 0; a < 3; ++a) {
     for (int b = a + 1; b < 3; ++b) {
-      if (!ok("model", ids[a]) || !ok("model", ids[b]) || i64("model", ids[a]) != i64("model", ids[b]))
+      if (!ok("model", ids[a]) || !ok("model", ids[b]) ||
+          i64("model", ids[a]) != i64("model", ids[b]))
         continue;
       const char *later = field("model", ids[b]).present ? ids[b] : ids[a];
       const char *other = later == ids[b] ? ids[a] : ids[b];
@@ -863,7 +869,7 @@ void SpecParser::crossChecks() {
   }
 }
 
-}  // namespace
+} // namespace
 
 bool parseModelSpecText(const std::string &text, const std::string &path, ModelSpec &spec,
                         std::vector<SpecDiagnostic> &diags) {
@@ -905,11 +911,11 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
   size_t n;
   while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0)
     text.append(buffer, n);
-  int err = std::ferror(file) ? (errno ? errno : EIO) : 0;  // e.g. EISDIR for a directory
+  int err = std::ferror(file) ? (errno ? errno : EIO) : 0; // e.g. EISDIR for a directory
   std::fclose(file);
   if (err)
     return cannotRead(err);
   return parseModelSpecText(text, path, spec, diags);
 }
 
-}  // namespace tfmc
+} // namespace tfmc

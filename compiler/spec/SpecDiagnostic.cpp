@@ -16,7 +16,7 @@ std::string SpecDiagnostic::render() const {
   for (int i = 0; i + 1 < col; ++i) {
     unsigned char c = i < static_cast<int>(sourceLine.size()) ? sourceLine[i] : ' ';
     if ((c & 0xC0) == 0x80)
-      continue;  // UTF-8 continuation byte
+      continue; // UTF-8 continuation byte
     out += c == '\t' ? '\t' : ' ';
   }
   out += "^\n";
@@ -38,4 +38,4 @@ SpecLoc ModelSpec::locOf(const std::string &dottedKey) const {
   return loc;
 }
 
-}  // namespace tfmc
+} // namespace tfmc

@@ -27,7 +27,10 @@ int inspectCommand(const CommandLine &cl);
 
 // Compiles a spec (file, or the embedded demo spec when `path` is empty) to an artifact in memory
 // or on disk. Prints diagnostics to stderr. Defined in CompileCommand.cpp (the MLIR half).
+struct PipelineOptions;
 bool compileSpecToArtifactFile(const std::string &specPath, const std::string &outPath,
-                               bool quiet);
+                               const PipelineOptions &options, bool quiet);
+// Reads --fusion, --fusion-report, --print-ir-after-all.
+bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions &options);
 
 }  // namespace tfmc

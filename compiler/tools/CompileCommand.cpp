@@ -2,6 +2,8 @@
 #include <iostream>
 
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include "Commands.h"
@@ -23,6 +25,23 @@ bool loadSpec(const std::string &path, ModelSpec &spec) {
   return false;
 }
 
+// The fusion report: pass remarks printed as `spec:line:col: <pass>: <site>: <message>`, in
+// pipeline order, so each candidate site points back to the spec that produced it.
+void installReportHandler(mlir::MLIRContext &context, const PipelineOptions &options) {
+  if (!options.report) return;
+  context.getDiagEngine().registerHandler([](mlir::Diagnostic &diag) -> mlir::LogicalResult {
+    if (diag.getSeverity() != mlir::DiagnosticSeverity::Remark) return mlir::failure();
+    mlir::Location loc = diag.getLocation();
+    if (auto named = llvm::dyn_cast<mlir::NameLoc>(loc)) loc = named.getChildLoc();
+    std::string where;
+    if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(loc))
+      where = file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+              std::to_string(file.getColumn()) + ": ";
+    std::cout << where << "fusion-report: " << diag.str() << "\n";
+    return mlir::success();
+  });
+}
+
 std::string defaultOutputPath(const ModelSpec &spec) { return spec.name + ".tfmx"; }
 
 uint64_t paramCount(const tfmrt::Artifact &artifact) {
@@ -38,12 +57,13 @@ uint64_t paramCount(const tfmrt::Artifact &artifact) {
 }  // namespace
 
 bool compileSpecToArtifactFile(const std::string &specPath, const std::string &outPath,
-                               bool quiet) {
+                               const PipelineOptions &options, bool quiet) {
   ModelSpec spec;
   if (!loadSpec(specPath, spec)) return false;
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
-  if (failed(compileModelSpec(spec, context, artifact))) {
+  installReportHandler(context, options);
+  if (failed(compileModelSpec(spec, context, artifact, options))) {
     std::cerr << "tfmc: compilation failed; nothing written\n";
     return false;
   }
@@ -57,15 +77,26 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     size_t nodes = 0;
     for (const auto &fn : artifact.functions) nodes += fn.nodes.size();
     std::cout << "compiled " << (specPath.empty() ? "<embedded small.yaml>" : specPath) << " -> "
-              << out << ": " << artifact.params.size() << " parameter tensors ("
+              << out << " (fusion: " << options.describe() << "): " << artifact.params.size() << " parameter tensors ("
               << paramCount(artifact) << " weights), " << artifact.functions.size()
               << " entry function(s), " << nodes << " kernel invocations\n";
   }
   return true;
 }
 
+bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions &options) {
+  std::string error;
+  if (!options.parseFusionList(cl.get("fusion", "all"), error)) {
+    std::cerr << "tfmc " << cmd << ": error: --fusion: " << error << "\n";
+    return false;
+  }
+  options.report = cl.has("fusion-report");
+  options.printIrAfterAll = cl.has("print-ir-after-all");
+  return true;
+}
+
 int compileCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"o", "emit", "quiet"});
+  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all"});
   if (!unknown.empty()) {
     std::cerr << "tfmc compile: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -76,11 +107,14 @@ int compileCommand(const CommandLine &cl) {
   }
   const std::string &specPath = cl.positionals[0];
   std::string emit = cl.get("emit", "artifact");
+  PipelineOptions options;
+  if (!readPipelineOptions("compile", cl, options)) return 2;
   if (emit == "mlir") {
     ModelSpec spec;
     if (!loadSpec(specPath, spec)) return 1;
     mlir::MLIRContext context;
-    auto module = buildModule(spec, context);
+    installReportHandler(context, options);
+    auto module = buildModule(spec, context, options);
     if (!module) return 1;
     std::string out;
     llvm::raw_string_ostream os(out);
@@ -93,7 +127,7 @@ int compileCommand(const CommandLine &cl) {
     std::cerr << "tfmc compile: error: --emit must be 'artifact' or 'mlir', got '" << emit << "'\n";
     return 2;
   }
-  return compileSpecToArtifactFile(specPath, cl.get("o"), cl.has("quiet")) ? 0 : 1;
+  return compileSpecToArtifactFile(specPath, cl.get("o"), options, cl.has("quiet")) ? 0 : 1;
 }
 
 }  // namespace tfmc

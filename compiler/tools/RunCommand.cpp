@@ -8,6 +8,7 @@
 #include <map>
 
 #include "Commands.h"
+#include "Pipeline.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
 
@@ -178,7 +179,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
   auto unknown = cl.unknown({"weights", "seed", "inputs", "batch", "src-len", "tgt-len",
                              "kernels", "iters", "output", "save-weights", "threads", "o",
-                             "profile"});
+                             "profile", "fusion", "fusion-report", "print-ir-after-all"});
   if (!unknown.empty()) {
     std::cerr << "tfmc " << cmd << ": error: unknown option --" << unknown[0] << "\n";
     return false;
@@ -225,7 +226,9 @@ int demoCommand(const CommandLine &cl) {
   std::string spec = cl.positionals.empty() ? "" : cl.positionals[0];
   rs.artifactPath = cl.get("o", "demo.tfmx");
   if (!cl.has("iters")) rs.iters = 4;
-  if (!compileSpecToArtifactFile(spec, rs.artifactPath, false)) return 1;
+  PipelineOptions pipeline;
+  if (!readPipelineOptions("demo", cl, pipeline)) return 2;
+  if (!compileSpecToArtifactFile(spec, rs.artifactPath, pipeline, false)) return 1;
   return runForward("demo", rs);
 }
 

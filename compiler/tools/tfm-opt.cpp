@@ -4,6 +4,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "passes/Passes.h"
 #include "tfm/TfmDialect.h"
 
 int main(int argc, char **argv) {
@@ -11,5 +12,6 @@ int main(int argc, char **argv) {
   registry.insert<tfm::TfmDialect, mlir::func::FuncDialect>();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
+  tfmc::registerTfmPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "tfm optimizer driver\n", registry));
 }

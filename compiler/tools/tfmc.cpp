@@ -43,7 +43,8 @@ std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &kn
 }
 
 bool isSwitch(const std::string &name) {
-  return name == "quiet" || name == "help" || name == "print-ir" || name == "profile";
+  return name == "quiet" || name == "help" || name == "profile" || name == "fusion-report" ||
+         name == "print-ir-after-all";
 }
 
 }  // namespace tfmc
@@ -51,15 +52,19 @@ bool isSwitch(const std::string &name) {
 static const char *kUsage = R"(usage: tfmc <command> [options]
 
 commands:
-  compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir]
-      Import a model spec into the tfm dialect, verify it and write the compiled artifact
-      (default <spec name>.tfmx). --emit=mlir prints the imported tfm IR instead.
+  compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
+      [--fusion-report] [--print-ir-after-all]
+      Import a model spec into the tfm dialect, run the passes and write the compiled artifact
+      (default <spec name>.tfmx). --emit=mlir prints the IR after the passes instead
+      (--fusion=none: as imported). --fusion picks passes: a comma list of merge-projections,
+      attention, epilogues, layouts. --fusion-report lists every candidate site, fused or not
+      and why, with the spec line it came from.
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]
       Run the forward entry: logits and label-smoothed loss. Without --inputs a built-in
       padded sample batch is used. Prints loss and tokens/s.
-  demo [spec.yaml] [--seed N] [--kernels=...] [--iters N]
+  demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.
   inspect <model.tfmx>

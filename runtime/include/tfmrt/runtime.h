@@ -42,6 +42,20 @@ struct KernelProfile {
   double millis = 0;
 };
 
+// What run() would allocate for given input shapes: intermediates share one arena by liveness.
+struct MemoryPlanSummary {
+  int64_t arena_bytes = 0;               // peak activation memory: the arena run() allocates
+  int64_t total_intermediate_bytes = 0;  // sum of all intermediate buffers (no reuse)
+  int64_t num_buffers = 0;               // intermediates placed in the arena
+};
+
+// Plans entry `entry` of `artifact` for the given input shapes exactly as Model::run would
+// (shape inference + liveness-based reuse), without weights or kernels. The compiler uses it to
+// report peak activation bytes at the spec's compile shapes.
+Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
+                          const std::vector<std::vector<int64_t>> &inputShapes,
+                          MemoryPlanSummary &summary);
+
 class Model {
 public:
   ~Model();

@@ -17,22 +17,25 @@ const std::string kSource = TFMC_SOURCE_DIR;
 struct ParityCase {
   const char *spec;  // models/<spec>.yaml and tests/golden/<spec>.*.safetensors
   tfmrt::KernelBackend backend;
+  const char *fusion;  // "all" (the default build) or "none" (the unfused program)
 };
 
 // Readable names in test output instead of gtest's byte dump.
 void PrintTo(const ParityCase &c, std::ostream *os) {
-  *os << c.spec << (c.backend == tfmrt::KernelBackend::Reference ? "/reference" : "/dnnl");
+  *os << c.spec << (c.backend == tfmrt::KernelBackend::Reference ? "/reference" : "/dnnl")
+      << "/fusion=" << c.fusion;
 }
 
 std::string caseName(const testing::TestParamInfo<ParityCase> &info) {
   std::string name = info.param.spec;
   for (char &c : name)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl");
+  return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl") +
+         "_fusion_" + info.param.fusion;
 }
 
 std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec,
-                                             tfmrt::KernelBackend backend) {
+                                             tfmrt::KernelBackend backend, const char *fusion) {
   tfmc::ModelSpec parsed;
   std::vector<tfmc::SpecDiagnostic> diags;
   const std::string path = kSource + "/models/" + spec + ".yaml";
@@ -40,9 +43,15 @@ std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec,
     ADD_FAILURE() << "spec does not parse: " << (diags.empty() ? "" : diags[0].render());
     return nullptr;
   }
+  tfmc::PipelineOptions pipeline;
+  std::string error;
+  if (!pipeline.parseFusionList(fusion, error)) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
-  if (failed(tfmc::compileModelSpec(parsed, context, artifact))) {
+  if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
     ADD_FAILURE() << "compilation failed";
     return nullptr;
   }
@@ -78,7 +87,7 @@ class ParityTest : public testing::TestWithParam<ParityCase> {};
 
 TEST_P(ParityTest, LogitsAndLossMatchPyTorchReference) {
   const ParityCase &c = GetParam();
-  auto model = compileAndLoad(c.spec, c.backend);
+  auto model = compileAndLoad(c.spec, c.backend, c.fusion);
   ASSERT_TRUE(model);
   const std::string golden = kSource + "/tests/golden/" + c.spec;
   tfmrt::Status status = model->loadWeights(golden + ".weights.safetensors");
@@ -102,7 +111,7 @@ TEST_P(ParityTest, LogitsAndLossMatchPyTorchReference) {
 // batch: padding masks really mask, and new shapes run without recompiling.
 TEST_P(ParityTest, PaddedRowMatchesRowRunAlone) {
   const ParityCase &c = GetParam();
-  auto model = compileAndLoad(c.spec, c.backend);
+  auto model = compileAndLoad(c.spec, c.backend, c.fusion);
   ASSERT_TRUE(model);
   const std::string golden = kSource + "/tests/golden/" + c.spec;
   ASSERT_TRUE(model->loadWeights(golden + ".weights.safetensors").ok());
@@ -139,12 +148,14 @@ TEST_P(ParityTest, PaddedRowMatchesRowRunAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Golden, ParityTest,
-    testing::Values(ParityCase{"tiny", tfmrt::KernelBackend::Dnnl},
-                    ParityCase{"tiny", tfmrt::KernelBackend::Reference},
-                    ParityCase{"tiny-prenorm", tfmrt::KernelBackend::Dnnl},
-                    ParityCase{"tiny-prenorm", tfmrt::KernelBackend::Reference}),
-    caseName);
+std::vector<ParityCase> allCases() {
+  std::vector<ParityCase> cases;
+  for (const char *spec : {"tiny", "tiny-prenorm"})
+    for (auto backend : {tfmrt::KernelBackend::Dnnl, tfmrt::KernelBackend::Reference})
+      for (const char *fusion : {"all", "none"}) cases.push_back({spec, backend, fusion});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, ParityTest, testing::ValuesIn(allCases()), caseName);
 
 }  // namespace

@@ -1,5 +1,7 @@
 // The compiler pipeline on every shipped spec: parameter table matches models/README.md, the
 // artifact survives a write/read round trip, and it loads in the runtime.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "Pipeline.h"
@@ -9,14 +11,23 @@ namespace {
 
 const std::string kSource = TFMC_SOURCE_DIR;
 
-tfmrt::Artifact compileSpec(const std::string &name) {
+tfmrt::Artifact compileSpec(const std::string &name, const std::string &fusion = "all") {
   tfmc::ModelSpec spec;
   std::vector<tfmc::SpecDiagnostic> diags;
   EXPECT_TRUE(tfmc::parseModelSpecFile(kSource + "/models/" + name + ".yaml", spec, diags));
+  tfmc::PipelineOptions options;
+  std::string error;
+  EXPECT_TRUE(options.parseFusionList(fusion, error)) << error;
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
-  EXPECT_TRUE(succeeded(tfmc::compileModelSpec(spec, context, artifact)));
+  EXPECT_TRUE(succeeded(tfmc::compileModelSpec(spec, context, artifact, options)));
   return artifact;
+}
+
+std::map<std::string, int> opCounts(const tfmrt::Artifact &a) {
+  std::map<std::string, int> counts;
+  for (const auto &n : a.findFunction("forward")->nodes) counts[n.op]++;
+  return counts;
 }
 
 int64_t weightCount(const tfmrt::Artifact &a) {
@@ -75,7 +86,7 @@ TEST(Pipeline, ArtifactRoundTripsThroughBytes) {
 
 // The unfused attention pattern exists as separate kernels before any fusion pass.
 TEST(Pipeline, AttentionIsEmittedAsPrimitiveOps) {
-  tfmrt::Artifact a = compileSpec("tiny");
+  tfmrt::Artifact a = compileSpec("tiny", "none");
   const tfmrt::EntryFunction *fn = a.findFunction("forward");
   ASSERT_NE(fn, nullptr);
   int softmax = 0, mask = 0, causal = 0;
@@ -90,6 +101,47 @@ TEST(Pipeline, AttentionIsEmittedAsPrimitiveOps) {
   EXPECT_EQ(softmax, 6);
   EXPECT_EQ(mask, 6);
   EXPECT_EQ(causal, 2);
+}
+
+// tiny (post-norm, 2+2 layers): every attention site fused, every bias GEMM a linear, every
+// residual join an add_layer_norm, and nothing of the primitive chain left.
+TEST(Pipeline, FullFusionLeavesNoPrimitiveAttention) {
+  auto counts = opCounts(compileSpec("tiny", "all"));
+  EXPECT_EQ(counts["tfm.fused_attention"], 6);
+  for (const char *op : {"tfm.softmax", "tfm.mask", "tfm.batch_matmul", "tfm.split_heads",
+                         "tfm.merge_heads", "tfm.slice_last", "tfm.bias_add", "tfm.dropout",
+                         "tfm.relu", "tfm.layer_norm", "tfm.add"})
+    EXPECT_EQ(counts[op], 0) << op;
+  // Per encoder layer: QKV, out, fc1, fc2; per decoder layer: QKV, out, Q, KV, out, fc1, fc2.
+  EXPECT_EQ(counts["tfm.linear"], 2 * 4 + 2 * 7);
+  EXPECT_EQ(counts["tfm.add_layer_norm"], 2 * 2 + 2 * 3);
+  EXPECT_EQ(counts["tfm.matmul"], 1);  // the bias-free output projection
+}
+
+// Pre-norm: residual adds fold into the GEMMs instead (their sums feed the next LayerNorm and
+// the next residual).
+TEST(Pipeline, PreNormFoldsResidualsIntoGemms) {
+  tfmrt::Artifact a = compileSpec("tiny-prenorm", "all");
+  int withResidual = 0;
+  for (const auto &n : a.findFunction("forward")->nodes)
+    if (n.op == "tfm.linear" && n.inputs.size() == 4) ++withResidual;
+  // 2 encoder layers x 2 blocks + 1 decoder layer x 3 blocks.
+  EXPECT_EQ(withResidual, 7);
+  EXPECT_EQ(opCounts(a)["tfm.add"], 0);
+}
+
+TEST(Pipeline, FusionListSelectsPasses) {
+  auto epiloguesOnly = opCounts(compileSpec("tiny", "epilogues"));
+  EXPECT_EQ(epiloguesOnly["tfm.fused_attention"], 0);
+  EXPECT_EQ(epiloguesOnly["tfm.softmax"], 6);
+  EXPECT_GT(epiloguesOnly["tfm.linear"], 0);
+  auto none = opCounts(compileSpec("tiny", "none"));
+  EXPECT_EQ(none["tfm.linear"], 0);
+  EXPECT_EQ(none["tfm.concat"], 0);
+  tfmc::PipelineOptions options;
+  std::string error;
+  EXPECT_FALSE(options.parseFusionList("attention,bogus", error));
+  EXPECT_NE(error.find("unknown fusion pass 'bogus'"), std::string::npos) << error;
 }
 
 }  // namespace

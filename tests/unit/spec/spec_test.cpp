@@ -54,7 +54,7 @@ model:
   tgt_vocab_size: 100
 )yaml";
 
-}  // namespace
+} // namespace
 
 TEST(ModelSpec, MinimalSpecTakesDefaults) {
   ModelSpec spec;
@@ -190,7 +190,7 @@ TEST(ModelSpec, TinySpecs) {
   EXPECT_EQ(tiny.model.src_vocab_size, 61);
   EXPECT_EQ(tiny.model.max_len, 64);
   EXPECT_EQ(tiny.model.norm, NormPlacement::Post);
-  EXPECT_DOUBLE_EQ(tiny.model.layer_norm_eps, 1e-5);  // default
+  EXPECT_DOUBLE_EQ(tiny.model.layer_norm_eps, 1e-5); // default
   EXPECT_EQ(tiny.compile.batch, 4);
   EXPECT_EQ(tiny.compile.src_len, 9);
   EXPECT_EQ(tiny.compile.tgt_len, 8);
@@ -312,7 +312,7 @@ TEST(ModelSpec, ReportsEveryErrorInFileOrder) {
 }
 
 TEST(ModelSpec, ErrorsAreAppendedAndSpecIsReset) {
-  std::vector<SpecDiagnostic> diags(1);  // an earlier, unrelated diagnostic
+  std::vector<SpecDiagnostic> diags(1); // an earlier, unrelated diagnostic
   ModelSpec spec;
   spec.name = "stale";
   spec.model.d_ff = 7;
@@ -346,13 +346,35 @@ TEST(ModelSpec, SyntaxErrorIsReportedAlone) {
                                "                  ^\n");
 }
 
+// yaml-cpp 0.7's LoadAll never returns on a stray top-level ','; the parser must not hang.
+TEST(ModelSpec, StrayCommaIsAnErrorNotAHang) {
+  ModelSpec spec;
+  std::vector<SpecDiagnostic> diags;
+  EXPECT_FALSE(parseModelSpecText("# comment\n, y\n", "c.yaml", spec, diags));
+  ASSERT_EQ(diags.size(), 1u);
+  EXPECT_EQ(diags[0].render(), "c.yaml:2:1: error: invalid YAML: unexpected ','\n, y\n^\n");
+}
+
+TEST(ModelSpec, SecondDocumentIsAnError) {
+  ModelSpec spec;
+  std::vector<SpecDiagnostic> diags;
+  std::string text = std::string(kMinimal) + "---\nname: other\n";
+  EXPECT_FALSE(parseModelSpecText(text, "d.yaml", spec, diags));
+  ASSERT_EQ(diags.size(), 1u) << renderAll(diags);
+  EXPECT_EQ(diags[0].line, 11);
+  // A trailing document marker alone is harmless.
+  diags.clear();
+  EXPECT_TRUE(parseModelSpecText(std::string(kMinimal) + "---\n", "d.yaml", spec, diags))
+      << renderAll(diags);
+}
+
 TEST(SpecDiagnostic, CaretFollowsTabsAndUtf8) {
   SpecDiagnostic d;
   d.file = "f.yaml";
   d.line = 3;
   d.message = "m";
-  d.sourceLine = "\tn\xC3\xA4me: x";  // "\tnäme: x": 'ä' is two bytes
-  d.col = 9;                           // byte column of 'x'
+  d.sourceLine = "\tn\xC3\xA4me: x"; // "\tnäme: x": 'ä' is two bytes
+  d.col = 9;                         // byte column of 'x'
   EXPECT_EQ(d.render(), "f.yaml:3:9: error: m\n\tn\xC3\xA4me: x\n\t      ^\n");
 }
 

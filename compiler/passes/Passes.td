@@ -1,0 +1,59 @@
+// Passes over the tfm dialect, in pipeline order (the order itself lives in Pipeline.cpp).
+#ifndef TFM_PASSES_TD
+#define TFM_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+class TfmFuncPass<string arg> : Pass<arg, "mlir::func::FuncOp"> {
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark for every candidate site, fused or not, and why not">
+  ];
+}
+
+def RemoveInferenceDropout : TfmFuncPass<"tfm-remove-inference-dropout"> {
+  let summary = "Drop tfm.dropout in inference entry functions (it is the identity there)";
+  let description = [{
+    Functions marked `tfm.mode = "inference"` never apply dropout; removing the ops lets the
+    epilogue and attention patterns match across them.
+  }];
+}
+
+def MergeProjections : TfmFuncPass<"tfm-merge-projections"> {
+  let summary = "Merge projections of one input within an attention site into one GEMM";
+  let description = [{
+    Self-attention Q, K, V projections (three linear layers reading the same value) become one
+    matmul against the concatenated [3D, D] weight plus one bias add; cross-attention K and V
+    (both reading the encoder output) become one [2D, D] GEMM. Results are split back with
+    tfm.slice_last, which tfm-fuse-attention folds into its column offsets.
+  }];
+}
+
+def FuseAttention : TfmFuncPass<"tfm-fuse-attention"> {
+  let summary = "Fuse Q*K^T -> scale -> mask -> softmax -> (dropout) -> *V into tfm.fused_attention";
+  let description = [{
+    Matches encoder self-attention (padding mask), decoder causal self-attention and
+    decoder-encoder cross-attention (memory mask). split_heads / merge_heads / slice_last around
+    the pattern fold into the fused op's column offsets, so no transpose copies remain.
+  }];
+}
+
+def FuseEpilogues : TfmFuncPass<"tfm-fuse-epilogues"> {
+  let summary = "Fold bias, activation and residual into GEMMs; residual + LayerNorm into one op";
+  let description = [{
+    matmul + bias_add (+ relu / gelu) becomes tfm.linear. A residual add feeding only a
+    LayerNorm (post-norm) becomes tfm.add_layer_norm; any other residual add of a linear's result
+    (pre-norm) is folded into the GEMM as a binary post-op.
+  }];
+}
+
+def AssignLayouts : TfmFuncPass<"tfm-assign-layouts"> {
+  let summary = "Pack constant GEMM weights into the runtime's blocked layout";
+  let description = [{
+    Sets weight_layout = "packed" on tfm.matmul / tfm.linear whose weight is a parameter (or a
+    tfm.concat of parameters): the runtime reorders it once, when weights are set, into the
+    layout the GEMM primitive prefers.
+  }];
+}
+
+#endif

@@ -1,0 +1,97 @@
+// tfm.fused_attention: shared definitions of the reference kernel and the two "flash" kernels
+// (AVX-512 intrinsics, portable C++), plus the driver that splits the op into tasks.
+//
+// Semantics (dialects/tfm/README.md, "Fused ops"): for batch b, head h, query i < Sq,
+//   out[b, i, h*D + c] = sum_j p_ij * v[b, j, v_offset + h*D + c]
+//   p_i = softmax_j(scale * <q[b, i, q_offset + h*D :+ D], k[b, j, k_offset + h*D :+ D]>)
+// over the keys j < Sk with key_keep[b, j] != 0 and, if causal, j <= i + (Sk - Sq): the causal
+// diagonal is aligned to the *end* of the keys, so Sq == Sk is ordinary decoder self-attention and
+// Sq < Sk is a chunk of new queries at the end of a key cache (Sq = 1: the last position sees all
+// keys). A row with no visible key gives zeros. dropout_rate is identity (inference entries).
+//
+// q, k, v are read in place with row strides Wq, Wk, Wv: they may all be the same merged QKV
+// buffer. Nothing of size Sq x Sk is ever allocated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tfmrt {
+namespace attention {
+
+struct Params {
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  const uint8_t *keep = nullptr;  // [B, Sk], 1 = key visible
+  float *out = nullptr;           // [B, Sq, heads * headDim]
+  int64_t batch = 0, sq = 0, sk = 0, heads = 0, headDim = 0;
+  int64_t qWidth = 0, kWidth = 0, vWidth = 0;     // row strides (elements) of q, k, v
+  int64_t qOffset = 0, kOffset = 0, vOffset = 0;  // column of head 0
+  float scale = 1.0f;
+  bool causal = false;
+
+  int64_t outWidth() const { return heads * headDim; }
+  // Key j is causally visible to query i iff j <= i + causalShift().
+  int64_t causalShift() const { return sk - sq; }
+  const float *qRow(int64_t b, int64_t i, int64_t h) const { return q + (b * sq + i) * qWidth + qOffset + h * headDim; }
+  const float *kRow(int64_t b, int64_t j, int64_t h) const { return k + (b * sk + j) * kWidth + kOffset + h * headDim; }
+  const float *vRow(int64_t b, int64_t j, int64_t h) const { return v + (b * sk + j) * vWidth + vOffset + h * headDim; }
+};
+
+// Tiling shared by both flash kernels (the driver and the scratch size depend on them).
+constexpr int64_t kQueryTile = 32;   // query rows per task: two 16-lane vectors
+constexpr int64_t kKeyChunk = 64;    // visible keys per online-softmax step
+// Tiles with fewer rows than this take the per-row path (vectorised over head_dim): at 1-3 rows
+// the query-lane path would waste >= 13 of its 16 lanes. Sq = 1 (a decoder step) always does.
+constexpr int64_t kMinWideRows = 4;
+
+// Per-thread scratch of one task, in floats (64-byte multiples).
+size_t scratchFloats(int64_t headDim);
+
+// One task: rows [i0, i0 + rows) of head h of batch b against keys [j0, j1), rows <= kQueryTile.
+// If `m` is null the normalised result goes to o (row stride oStride). Otherwise the partial
+// state of a split key range is stored for mergeSplits(): o = unnormalised sum_j 2^(s_j - m) v_j,
+// m = running max of s = log2(e) * scale * q.k (-inf if no key was visible), l = sum 2^(s_j - m).
+struct TaskOut {
+  float *o = nullptr;
+  int64_t oStride = 0;
+  float *m = nullptr, *l = nullptr;
+};
+using TaskFn = void (*)(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+                        float *scratch, const TaskOut &out);
+
+void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+                float *scratch, const TaskOut &out);   // attention_avx512.cpp (needs avx512f/vl/dq + fma)
+void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+                  float *scratch, const TaskOut &out);  // attention_portable.cpp
+
+enum class Impl { Avx512, Portable };
+bool cpuHasAvx512();  // avx512f/vl/dq and fma, checked at run time
+const char *implName(Impl impl);
+
+// Knobs of the driver; defaults are what the runtime uses. Tests force split-K with them.
+struct DriverOptions {
+  int threads = 0;       // 0 = omp_get_max_threads()
+  int64_t splitK = 0;    // key-range splits per (b, h, query tile); 0 = automatic
+};
+
+// Grow-only per-call buffers owned by the kernel (steady-state runs do not allocate).
+class Workspace {
+public:
+  ~Workspace();
+  float *get(size_t floats);  // 64-byte aligned, contents unspecified
+
+private:
+  float *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Runs the whole op: tasks over (b, h, query tile[, key split]) in an OpenMP loop, then merges
+// key splits. A B*H too small to occupy every thread with long keys (Sq = 1 decoding) is split
+// along the keys, and the partial softmax states are merged (flash-decoding).
+void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts = {});
+
+// The oracle: plain loops, double accumulation, Sq x Sk probabilities row by row.
+void reference(const Params &p);
+
+}  // namespace attention
+}  // namespace tfmrt
