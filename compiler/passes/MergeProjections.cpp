@@ -49,8 +49,11 @@ struct MergeProjectionsPass : impl::MergeProjectionsBase<MergeProjectionsPass> {
     });
     for (auto &[key, projections] : groups) {
       if (projections.size() < 2) {
+        std::string weight = "the projection";
+        if (auto param = projections.front().matmul.getRhs().getDefiningOp<tfm::ParamOp>())
+          weight = param.getName().str();
         reportSite(report, projections.front().matmul, "merge-projections",
-                   "not merged: no other projection in this site reads the same input");
+                   "not merged: no other projection in this site reads the input of " + weight);
         continue;
       }
       merge(projections);

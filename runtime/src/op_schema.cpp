@@ -33,6 +33,11 @@ std::vector<OpSchema> buildSchemas() {
       {"tfm.dropout", {{"x", F, 0, kAny}}, F, {{"rate", K::Float, false, 0}}},
       {"tfm.label_smoothed_xent", {{"logits", F, 2, kAny}, {"targets", I, 1, kAny - 1}}, F,
        {{"smoothing", K::Float, false, 0}, {"pad_id", K::Int, true, 0}}},
+      // Fused ops (dialects/tfm/README.md, "Fused ops").
+      {"tfm.fused_attention", {{"q", F, 3, 3}, {"k", F, 3, 3}, {"v", F, 3, 3}, {"key_keep", B, 2, 2}}, F,
+       {{"heads", K::Int, true, 0}, {"head_dim", K::Int, true, 0}, {"q_offset", K::Int, true, 0},
+        {"k_offset", K::Int, true, 0}, {"v_offset", K::Int, true, 0}, {"scale", K::Float, true, 0},
+        {"causal", K::Int, false, 0}, {"dropout_rate", K::Float, false, 0}}},
   };
 }
 
@@ -57,8 +62,12 @@ Status checkAttrValue(const std::string &name, const AttrValue &a) {
       return invalidArgument(cat("attribute 'pad_id' ", a.i, " does not fit in i32"));
   } else if (name == "epsilon") {
     if (a.f < 0) return invalidArgument(cat("attribute 'epsilon' must be >= 0, got ", a.f));
-  } else if (name == "rate") {
-    if (a.f < 0 || a.f >= 1) return invalidArgument(cat("attribute 'rate' must be in [0, 1), got ", a.f));
+  } else if (name == "head_dim") {
+    if (a.i < 1 || a.i > (int64_t(1) << 20)) return invalidArgument(cat("attribute 'head_dim' must be >= 1, got ", a.i));
+  } else if (name == "q_offset" || name == "k_offset" || name == "v_offset") {
+    if (a.i < 0 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute '", name, "' must be >= 0, got ", a.i));
+  } else if (name == "rate" || name == "dropout_rate") {
+    if (a.f < 0 || a.f >= 1) return invalidArgument(cat("attribute '", name, "' must be in [0, 1), got ", a.f));
   } else if (name == "smoothing") {
     if (a.f < 0 || a.f > 1) return invalidArgument(cat("attribute 'smoothing' must be in [0, 1], got ", a.f));
   }

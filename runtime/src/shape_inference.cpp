@@ -112,6 +112,28 @@ Status xent(const Shape &logits, const Shape &targets, Shape &out) {
   return Status::OK();
 }
 
+// q [B, Sq, Wq], k [B, Sk, Wk], v [B, Sk, Wv], key_keep [B, Sk] -> [B, Sq, heads * head_dim]; each
+// head's column block [offset, offset + heads * head_dim) must lie inside its operand's width.
+Status fusedAttention(const Node &node, const Shape &q, const Shape &k, const Shape &v, const Shape &keep, Shape &out) {
+  const int64_t width = attrInt(node, "heads") * attrInt(node, "head_dim");
+  const std::pair<const Shape *, const char *> operands[] = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
+  for (const auto &[x, name] : operands) {
+    const int64_t offset = attrInt(node, (std::string(name) + "_offset").c_str());
+    if ((*x)[2] != kDynamicDim && offset + width > (*x)[2])
+      return invalidArgument(cat(name, " columns [", offset, ", ", offset + width, ") of heads * head_dim = ", width,
+                                 " exceed its width: ", shapeStr(*x)));
+  }
+  if (!compatible(q[0], k[0]) || !compatible(q[0], v[0]) || !compatible(q[0], keep[0]) || !compatible(k[0], v[0]) ||
+      !compatible(k[0], keep[0]) || !compatible(v[0], keep[0]))
+    return invalidArgument(cat("batch dims of q, k, v, key_keep differ: ", shapeStr(q), ", ", shapeStr(k), ", ",
+                               shapeStr(v), ", ", shapeStr(keep)));
+  if (!compatible(k[1], v[1]) || !compatible(k[1], keep[1]) || !compatible(v[1], keep[1]))
+    return invalidArgument(cat("key lengths of k, v, key_keep differ: ", shapeStr(k), ", ", shapeStr(v), ", ",
+                               shapeStr(keep)));
+  out = {merge(merge(q[0], k[0]), merge(v[0], keep[0])), q[1], width};
+  return Status::OK();
+}
+
 }  // namespace
 
 Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape &out) {
@@ -127,6 +149,7 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   if (op == "tfm.batch_matmul") return batchMatmul(*in[0], *in[1], attrInt(node, "transpose_b") != 0, out);
   if (op == "tfm.mask") return mask(*in[0], *in[1], out);
   if (op == "tfm.label_smoothed_xent") return xent(*in[0], *in[1], out);
+  if (op == "tfm.fused_attention") return fusedAttention(node, *in[0], *in[1], *in[2], *in[3], out);
   if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
       op == "tfm.padding_mask") {
     out = *in[0];

@@ -1,4 +1,5 @@
 #include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/attention/attention_kernels.h"
 
 namespace tfmrt {
 
@@ -7,6 +8,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerDnnlBatchMatmul(r);
   registerDnnlSoftmax(r);
   registerFastLayerNorm(r);
+  registerFastAttention(r);
 }
 
 }  // namespace tfmrt

@@ -1,4 +1,5 @@
 #include "kernels/reference/reference_kernels.h"
+#include "kernels/attention/attention_kernels.h"
 
 namespace tfmrt {
 
@@ -11,6 +12,7 @@ void registerReferenceKernels(KernelRegistry &r) {
   registerReferenceMask(r);
   registerReferenceSoftmax(r);
   registerReferenceXent(r);
+  registerReferenceAttention(r);
 }
 
 }  // namespace tfmrt

@@ -1,0 +1,192 @@
+// tfm.fused_attention: task decomposition + OpenMP for the flash kernels, the key-split merge,
+// and the plain reference implementation.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+
+namespace tfmrt {
+namespace attention {
+namespace {
+
+// Below this many multiply-adds (B*H*Sq*Sk*head_dim, i.e. half the op's FMAs) a single thread
+// beats an OpenMP region: fork/join costs microseconds and stalls for milliseconds on a busy box.
+constexpr int64_t kParallelMinMacs = int64_t(1) << 20;
+// A key split shorter than this does not pay for its partial state and the merge.
+constexpr int64_t kMinSplitKeys = 256;
+// Enough tasks per thread that dynamic scheduling evens out causal / padded tiles.
+constexpr int64_t kTasksPerThread = 4;
+
+constexpr size_t roundUp16(size_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+size_t scratchFloats(int64_t headDim) {
+  const size_t D = size_t(headDim);
+  // Wide path of the AVX-512 kernel (the larger user): Qt + Ot [D][32], St [kKeyChunk][32],
+  // two pointer arrays and an index array of kKeyChunk. The row path and the 16-lane portable
+  // kernel need less.
+  const size_t wide = 2 * D * kQueryTile + size_t(kKeyChunk) * kQueryTile + 2 * size_t(kKeyChunk) * 2 +
+                      size_t(kKeyChunk);
+  const size_t row = 2 * roundUp16(D) + 2 * size_t(kKeyChunk);
+  return roundUp16(std::max(wide, row) + 16);
+}
+
+bool cpuHasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+}
+
+const char *implName(Impl impl) { return impl == Impl::Avx512 ? "avx512" : "portable"; }
+
+Workspace::~Workspace() { std::free(data_); }
+
+float *Workspace::get(size_t floats) {
+  if (floats > size_) {
+    std::free(data_);
+    data_ = nullptr;
+    size_ = 0;
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    data_ = static_cast<float *>(std::aligned_alloc(64, bytes));
+    if (!data_) throw std::bad_alloc();  // Model::run turns it into a Status
+    size_ = floats;
+  }
+  return data_;
+}
+
+void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
+  const int64_t B = p.batch, H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim, outW = p.outWidth();
+  if (B == 0 || H == 0 || Sq == 0 || D == 0) return;
+  const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : taskPortable;
+
+  const int64_t nQt = (Sq + kQueryTile - 1) / kQueryTile;
+  const int64_t groups = B * H * nQt;  // (b, h, query tile)
+  const int threads = std::max(1, opts.threads > 0 ? opts.threads : omp_get_max_threads());
+  const bool parallel = threads > 1 && B * H * Sq * Sk * D >= kParallelMinMacs;
+
+  // Key splits (flash-decoding): when (b, h, tile) groups cannot keep every thread busy, e.g. a
+  // decoder step with Sq = 1 and small B*H against a long cache, each group's keys are cut into
+  // ranges whose partial softmax states are merged afterwards.
+  int64_t splits = opts.splitK;
+  if (splits <= 0) {
+    splits = 1;
+    if (parallel && groups < kTasksPerThread * threads && Sk >= 2 * kMinSplitKeys)
+      splits = std::min((kTasksPerThread * threads + groups - 1) / groups, Sk / kMinSplitKeys);
+  }
+  splits = std::max<int64_t>(1, std::min(splits, std::max<int64_t>(Sk, 1)));
+  const int64_t keysPerSplit = (Sk + splits - 1) / std::max<int64_t>(splits, 1);
+
+  const size_t perThread = scratchFloats(D);
+  const size_t perPartial = roundUp16(size_t(kQueryTile * D + 2 * kQueryTile));
+  const int64_t nTasks = groups * splits;
+  float *base = ws.get(perThread * size_t(threads) + (splits > 1 ? perPartial * size_t(nTasks) : 0));
+  float *partials = base + perThread * size_t(threads);
+
+  // Group g -> (b, h, query tile); tiles are visited last-first so causal tasks (later tiles see
+  // more keys) start with the longest ones.
+  auto decode = [&](int64_t g, int64_t &b, int64_t &h, int64_t &i0, int64_t &rows) {
+    const int64_t qt = nQt - 1 - g % nQt, bh = g / nQt;
+    b = bh / H;
+    h = bh % H;
+    i0 = qt * kQueryTile;
+    rows = std::min(kQueryTile, Sq - i0);
+  };
+
+#pragma omp parallel num_threads(parallel ? threads : 1)
+  {
+    float *scratch = base + perThread * size_t(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < nTasks; ++t) {
+      int64_t b, h, i0, rows;
+      decode(t / splits, b, h, i0, rows);
+      if (splits == 1) {
+        task(p, b, h, i0, rows, 0, Sk, scratch, TaskOut{p.out + (b * Sq + i0) * outW + h * D, outW, nullptr, nullptr});
+      } else {
+        const int64_t s = t % splits;
+        float *part = partials + perPartial * size_t(t);
+        const int64_t j0 = s * keysPerSplit, j1 = std::min(Sk, j0 + keysPerSplit);
+        task(p, b, h, i0, rows, j0, j1, scratch,
+             TaskOut{part, D, part + kQueryTile * D, part + kQueryTile * D + kQueryTile});
+      }
+    }
+    if (splits > 1) {
+      // Merge: with M = max_s m_s and w_s = 2^(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s.
+#pragma omp for schedule(static)
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t b, h, i0, rows;
+        decode(g, b, h, i0, rows);
+        const float *first = partials + perPartial * size_t(g * splits);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *o = p.out + (b * Sq + i0 + r) * outW + h * D;
+          float M = -std::numeric_limits<float>::infinity();
+          for (int64_t s = 0; s < splits; ++s) M = std::max(M, first[perPartial * size_t(s) + size_t(kQueryTile * D + r)]);
+          std::fill(o, o + D, 0.0f);
+          if (M == -std::numeric_limits<float>::infinity()) continue;  // no visible key at all
+          float L = 0.0f;
+          for (int64_t s = 0; s < splits; ++s) {
+            const float *part = first + perPartial * size_t(s);
+            const float ms = part[kQueryTile * D + r];
+            if (ms == -std::numeric_limits<float>::infinity()) continue;
+            const float w = std::exp2(ms - M);
+            L += w * part[kQueryTile * D + kQueryTile + r];
+            for (int64_t d = 0; d < D; ++d) o[d] += w * part[r * D + d];
+          }
+          const float inv = 1.0f / L;  // L >= 1: the split holding M contributes 2^0 * (l >= 1)
+          for (int64_t d = 0; d < D; ++d) o[d] *= inv;
+        }
+      }
+    }
+  }
+}
+
+void reference(const Params &p) {
+  const int64_t B = p.batch, H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim, outW = p.outWidth();
+  const double ninf = -std::numeric_limits<double>::infinity();
+#pragma omp parallel
+  {
+    std::vector<double> s(size_t(std::max<int64_t>(Sk, 1))), acc(size_t(D));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Sq; ++i) {
+          const float *q = p.qRow(b, i, h);
+          double mx = ninf;
+          for (int64_t j = 0; j < Sk; ++j) {
+            const bool visible = p.keep[b * Sk + j] != 0 && !(p.causal && j > i + p.causalShift());
+            s[size_t(j)] = ninf;
+            if (!visible) continue;
+            const float *k = p.kRow(b, j, h);
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; ++d) dot += double(q[d]) * double(k[d]);
+            s[size_t(j)] = double(p.scale) * dot;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          float *o = p.out + (b * Sq + i) * outW + h * D;
+          if (mx == ninf) {  // every key masked
+            std::fill(o, o + D, 0.0f);
+            continue;
+          }
+          double sum = 0.0;
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t j = 0; j < Sk; ++j) {
+            if (s[size_t(j)] == ninf) continue;
+            const double e = std::exp(s[size_t(j)] - mx);
+            sum += e;
+            const float *v = p.vRow(b, j, h);
+            for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += e * double(v[d]);
+          }
+          for (int64_t d = 0; d < D; ++d) o[d] = float(acc[size_t(d)] / sum);
+        }
+  }
+}
+
+}  // namespace attention
+}  // namespace tfmrt

@@ -1,0 +1,110 @@
+// tfm.fused_attention kernels: "reference.fused_attention" (Reference backend) and the flash
+// kernel of the Dnnl backend, "fast.fused_attention_avx512" or "fast.fused_attention_portable".
+//
+// Which flash kernel a node gets is decided once, in prepare(): AVX-512 when the CPU has
+// avx512f/vl/dq + fma, else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512
+// overrides it (benchmarks, tests; asking for avx512 on a CPU without it is a load error).
+#include <cstdlib>
+#include <cstring>
+
+#include "format.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_kernels.h"
+#include "kernels/kernel_util.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+attention::Params paramsFor(const Node &node) {
+  attention::Params p;
+  p.heads = attrInt(node, "heads");
+  p.headDim = attrInt(node, "head_dim");
+  p.qOffset = attrInt(node, "q_offset");
+  p.kOffset = attrInt(node, "k_offset");
+  p.vOffset = attrInt(node, "v_offset");
+  p.scale = float(attrFloat(node, "scale"));
+  p.causal = attrInt(node, "causal") != 0;
+  // dropout_rate: identity in inference entries (the training issue adds the RNG).
+  return p;
+}
+
+// Binds the concrete tensors of one call (shapes were checked by shape inference, including
+// offset + heads * head_dim <= width for q, k and v).
+void bind(attention::Params &p, const KernelArgs &a) {
+  const TensorRef &q = a.inputs[0], &k = a.inputs[1], &v = a.inputs[2], &keep = a.inputs[3];
+  p.q = q.as<float>();
+  p.k = k.as<float>();
+  p.v = v.as<float>();
+  p.keep = keep.as<uint8_t>();
+  p.out = a.outputs[0].as<float>();
+  p.batch = q.dim(0);
+  p.sq = q.dim(1);
+  p.sk = k.dim(1);
+  p.qWidth = q.dim(2);
+  p.kWidth = k.dim(2);
+  p.vWidth = v.dim(2);
+}
+
+class ReferenceFusedAttentionKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.fused_attention"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    params_ = paramsFor(*info.node);
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    bind(params_, a);
+    attention::reference(params_);
+    return Status::OK();
+  }
+
+private:
+  attention::Params params_;
+};
+
+class FlashAttentionKernel final : public Kernel {
+public:
+  const char *name() const override {
+    return impl_ == attention::Impl::Avx512 ? "fast.fused_attention_avx512" : "fast.fused_attention_portable";
+  }
+  Status prepare(const KernelPrepareInfo &info) override {
+    params_ = paramsFor(*info.node);
+    const bool avx512 = attention::cpuHasAvx512();
+    impl_ = avx512 ? attention::Impl::Avx512 : attention::Impl::Portable;
+    if (const char *env = std::getenv("TFMRT_ATTENTION_IMPL"); env && *env && std::strcmp(env, "auto") != 0) {
+      if (std::strcmp(env, "portable") == 0) {
+        impl_ = attention::Impl::Portable;
+      } else if (std::strcmp(env, "avx512") == 0) {
+        if (!avx512) return invalidArgument("TFMRT_ATTENTION_IMPL=avx512 but this CPU lacks avx512f/vl/dq + fma");
+        impl_ = attention::Impl::Avx512;
+      } else {
+        return invalidArgument(cat("TFMRT_ATTENTION_IMPL must be auto, avx512 or portable, got '", env, "'"));
+      }
+    }
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    bind(params_, a);
+    attention::run(impl_, params_, workspace_);
+    return Status::OK();
+  }
+
+private:
+  attention::Params params_;
+  attention::Impl impl_ = attention::Impl::Portable;
+  attention::Workspace workspace_;  // per-thread tiles + key-split partials, grow-only
+};
+
+}  // namespace
+
+void registerReferenceAttention(KernelRegistry &r) {
+  r.add({"tfm.fused_attention", DType::F32, Layout::Plain, KernelBackend::Reference},
+        makeKernel<ReferenceFusedAttentionKernel>);
+}
+
+void registerFastAttention(KernelRegistry &r) {
+  r.add({"tfm.fused_attention", DType::F32, Layout::Plain, KernelBackend::Dnnl}, makeKernel<FlashAttentionKernel>);
+}
+
+}  // namespace tfmrt

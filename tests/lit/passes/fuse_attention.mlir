@@ -1,0 +1,79 @@
+// RUN: tfm-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(tfm-fuse-attention{report=true}))" 2>/dev/null | FileCheck %s
+// RUN: tfm-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(tfm-fuse-attention{report=true}))" 2>&1 >/dev/null | FileCheck %s --check-prefix=REPORT
+
+// Decoder self-attention over a merged QKV projection: the slices and head transposes fold
+// into column offsets; the causal flag and the scale carry over.
+// CHECK-LABEL: func.func @causal_self_attention
+// CHECK: %[[OUT:.*]] = tfm.fused_attention %arg0, %arg0, %arg0, %arg1 {causal = true, dropout_rate = 1.000000e-01 : f64, head_dim = 4 : i64, heads = 2 : i64, k_offset = 8 : i64, q_offset = 0 : i64, scale = 5.000000e-01 : f64, v_offset = 16 : i64} : (tensor<?x?x24xf32>, tensor<?x?x24xf32>, tensor<?x?x24xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
+// CHECK-NOT: tfm.softmax
+// CHECK-NOT: tfm.split_heads
+// CHECK-NOT: tfm.slice_last
+// CHECK: return %[[OUT]]
+// REPORT: spec.yaml:7:3: remark: fuse-attention: decoder.layers.0.self_attn: fused (causal self-attention); Q, K, V read in place from one merged projection
+func.func @causal_self_attention(%qkv: tensor<?x?x24xf32>, %keep: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
+  %q0 = tfm.slice_last %qkv {offset = 0, size = 8} : (tensor<?x?x24xf32>) -> tensor<?x?x8xf32> loc(#self)
+  %k0 = tfm.slice_last %qkv {offset = 8, size = 8} : (tensor<?x?x24xf32>) -> tensor<?x?x8xf32> loc(#self)
+  %v0 = tfm.slice_last %qkv {offset = 16, size = 8} : (tensor<?x?x24xf32>) -> tensor<?x?x8xf32> loc(#self)
+  %q = tfm.split_heads %q0 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#self)
+  %k = tfm.split_heads %k0 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#self)
+  %v = tfm.split_heads %v0 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#self)
+  %s = tfm.batch_matmul %q, %k {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32> loc(#self)
+  %s1 = tfm.scale %s {factor = 0.5 : f64} : tensor<?x2x?x?xf32> loc(#self)
+  %s2 = tfm.mask %s1, %keep {causal = true} : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32> loc(#self)
+  %p = tfm.softmax %s2 : tensor<?x2x?x?xf32> loc(#self)
+  %p1 = tfm.dropout %p {rate = 0.1 : f64} : tensor<?x2x?x?xf32> loc(#self)
+  %c = tfm.batch_matmul %p1, %v : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> loc(#self)
+  %o = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32> loc(#self)
+  return %o : tensor<?x?x8xf32>
+}
+#self = loc("decoder.layers.0.self_attn"("spec.yaml":7:3))
+
+// -----
+// Cross-attention: Q from the decoder, K and V from one merged projection of the memory, masked
+// by the source padding; no dropout op means dropout_rate 0.
+// CHECK-LABEL: func.func @cross_attention
+// CHECK: tfm.fused_attention %arg0, %arg1, %arg1, %arg2 {head_dim = 4 : i64, heads = 2 : i64, k_offset = 0 : i64, q_offset = 0 : i64, scale = 5.000000e-01 : f64, v_offset = 8 : i64} : (tensor<?x?x8xf32>, tensor<?x?x16xf32>, tensor<?x?x16xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
+// REPORT: remark: fuse-attention: decoder.layers.0.cross_attn: fused (cross-attention, memory mask); K, V read in place from one merged projection
+func.func @cross_attention(%y: tensor<?x?x8xf32>, %kv: tensor<?x?x16xf32>, %src_keep: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
+  %k0 = tfm.slice_last %kv {offset = 0, size = 8} : (tensor<?x?x16xf32>) -> tensor<?x?x8xf32> loc(#cross)
+  %v0 = tfm.slice_last %kv {offset = 8, size = 8} : (tensor<?x?x16xf32>) -> tensor<?x?x8xf32> loc(#cross)
+  %q = tfm.split_heads %y {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#cross)
+  %k = tfm.split_heads %k0 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#cross)
+  %v = tfm.split_heads %v0 {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#cross)
+  %s = tfm.batch_matmul %q, %k {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32> loc(#cross)
+  %s1 = tfm.scale %s {factor = 0.5 : f64} : tensor<?x2x?x?xf32> loc(#cross)
+  %s2 = tfm.mask %s1, %src_keep : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32> loc(#cross)
+  %p = tfm.softmax %s2 : tensor<?x2x?x?xf32> loc(#cross)
+  %c = tfm.batch_matmul %p, %v : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> loc(#cross)
+  %o = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32> loc(#cross)
+  return %o : tensor<?x?x8xf32>
+}
+#cross = loc("decoder.layers.0.cross_attn"("spec.yaml":7:3))
+
+// -----
+// Negative: the probabilities are also returned, so the score matrix must exist; nothing fuses.
+// CHECK-LABEL: func.func @probabilities_escape
+// CHECK: tfm.softmax
+// CHECK-NOT: tfm.fused_attention
+// REPORT: remark: fuse-attention: encoder.layers.0.self_attn: not fused: the attention probabilities are used elsewhere
+func.func @probabilities_escape(%x: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>) -> (tensor<?x?x8xf32>, tensor<?x2x?x?xf32>) {
+  %q = tfm.split_heads %x {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#enc)
+  %s = tfm.batch_matmul %q, %q {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32> loc(#enc)
+  %s1 = tfm.scale %s {factor = 0.5 : f64} : tensor<?x2x?x?xf32> loc(#enc)
+  %s2 = tfm.mask %s1, %keep : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32> loc(#enc)
+  %p = tfm.softmax %s2 : tensor<?x2x?x?xf32> loc(#enc)
+  %c = tfm.batch_matmul %p, %q : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> loc(#enc)
+  %o = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32> loc(#enc)
+  return %o, %p : tensor<?x?x8xf32>, tensor<?x2x?x?xf32>
+}
+#enc = loc("encoder.layers.0.self_attn"("spec.yaml":7:3))
+
+// -----
+// Negative: a softmax that is not attention (no mask / Q*K^T feeding it).
+// CHECK-LABEL: func.func @plain_softmax
+// CHECK: tfm.softmax
+// REPORT: remark: fuse-attention: <unnamed>: not fused: softmax input is not a tfm.mask
+func.func @plain_softmax(%x: tensor<?x?x2x?xf32>) -> tensor<?x?x2x?xf32> {
+  %p = tfm.softmax %x : tensor<?x?x2x?xf32>
+  return %p : tensor<?x?x2x?xf32>
+}
