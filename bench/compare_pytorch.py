@@ -24,7 +24,7 @@ def loadavg():
 
 def run_tfmc(build, spec, shape, min_time):
     b, s, t = shape
-    name = f"Forward/{spec}/{b}x{s}+{t}/dnnl"
+    name = f"Forward/{spec}/{b}x{s}+{t}/fusion=all/dnnl"
     out = subprocess.run(
         [os.path.join(build, "bin", "forward_bench"), f"--benchmark_filter=^{name}$",
          "--benchmark_format=json", f"--benchmark_min_time={min_time}"],

@@ -1,11 +1,13 @@
-// Whole-model forward pass (logits + loss) on full-length rows, tokens/s = B * (S + T) / time.
-// Each spec is compiled in-process once; weights come from a seed.
+// Whole-model forward pass (logits + loss) on full-length rows, fused and unfused builds of the
+// same spec: tokens/s = B * (S + T) / time, GFLOP/s from the analytic count in spec/FlopCount.h.
+// Each variant is compiled in-process once; weights come from a seed.
 #include <map>
 #include <memory>
 
 #include <benchmark/benchmark.h>
 
 #include "Pipeline.h"
+#include "spec/FlopCount.h"
 #include "tfmrt/runtime.h"
 
 namespace {
@@ -15,17 +17,19 @@ struct Shape {
 };
 
 std::unique_ptr<tfmrt::Model> loadModel(const std::string &spec, tfmrt::KernelBackend backend,
+                                        const std::string &fusion, tfmc::ModelSpec &parsed,
                                         std::string &error) {
-  tfmc::ModelSpec parsed;
   std::vector<tfmc::SpecDiagnostic> diags;
   if (!tfmc::parseModelSpecFile(std::string(TFMC_SOURCE_DIR) + "/models/" + spec + ".yaml",
                                 parsed, diags)) {
     error = diags.empty() ? "spec error" : diags[0].render();
     return nullptr;
   }
+  tfmc::PipelineOptions pipeline;
+  if (!pipeline.parseFusionList(fusion, error)) return nullptr;
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
-  if (failed(tfmc::compileModelSpec(parsed, context, artifact))) {
+  if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
     error = "compilation failed";
     return nullptr;
   }
@@ -60,9 +64,10 @@ std::vector<tfmrt::Tensor> fullLengthBatch(const tfmrt::Artifact &a, Shape shape
 }
 
 void forward(benchmark::State &state, std::string spec, tfmrt::KernelBackend backend,
-             Shape shape) {
+             std::string fusion, Shape shape) {
   std::string error;
-  auto model = loadModel(spec, backend, error);
+  tfmc::ModelSpec parsed;
+  auto model = loadModel(spec, backend, fusion, parsed, error);
   if (!model) {
     state.SkipWithError(error.c_str());
     return;
@@ -83,6 +88,9 @@ void forward(benchmark::State &state, std::string spec, tfmrt::KernelBackend bac
   }
   state.counters["tokens/s"] = benchmark::Counter(
       double(shape.batch * (shape.srcLen + shape.tgtLen)), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      tfmc::forwardFlops(parsed, shape.batch, shape.srcLen, shape.tgtLen) / 1e9,
+      benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void registerAll() {
@@ -96,16 +104,15 @@ void registerAll() {
                          Entry{"transformer-base", {32, 64, 64}, false}}) {
     std::string shape = std::to_string(e.shape.batch) + "x" + std::to_string(e.shape.srcLen) +
                         "+" + std::to_string(e.shape.tgtLen);
-    benchmark::RegisterBenchmark(("Forward/" + std::string(e.spec) + "/" + shape + "/dnnl").c_str(),
-                                 forward, e.spec, KernelBackend::Dnnl, e.shape)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    if (e.reference)
-      benchmark::RegisterBenchmark(
-          ("Forward/" + std::string(e.spec) + "/" + shape + "/reference").c_str(), forward,
-          e.spec, KernelBackend::Reference, e.shape)
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime();
+    for (const char *fusion : {"all", "none"})
+      for (auto backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+        if (backend == KernelBackend::Reference && !e.reference) continue;
+        std::string name = "Forward/" + std::string(e.spec) + "/" + shape + "/fusion=" + fusion +
+                           (backend == KernelBackend::Dnnl ? "/dnnl" : "/reference");
+        benchmark::RegisterBenchmark(name.c_str(), forward, e.spec, backend, fusion, e.shape)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
   }
 }
 

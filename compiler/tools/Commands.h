@@ -24,6 +24,7 @@ int compileCommand(const CommandLine &cl);
 int runCommand(const CommandLine &cl);
 int demoCommand(const CommandLine &cl);
 int inspectCommand(const CommandLine &cl);
+int benchCommand(const CommandLine &cl);
 
 // Compiles a spec (file, or the embedded demo spec when `path` is empty) to an artifact in memory
 // or on disk. Prints diagnostics to stderr. Defined in CompileCommand.cpp (the MLIR half).

@@ -1,4 +1,5 @@
 // `tfmc compile`: spec -> tfm IR -> verified -> artifact. The only TU of the CLI that sees MLIR.
+#include <cstdio>
 #include <iostream>
 
 #include "llvm/Support/raw_ostream.h"
@@ -9,6 +10,7 @@
 #include "Commands.h"
 #include "Pipeline.h"
 #include "spec/ModelSpec.h"
+#include "tfmrt/runtime.h"
 
 namespace tfmc {
 namespace {
@@ -67,6 +69,13 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     std::cerr << "tfmc: compilation failed; nothing written\n";
     return false;
   }
+  // Static memory plan at the spec's compile shapes (the runtime plans any other shape the same
+  // way when it first sees it).
+  const auto &c = spec.compile;
+  tfmrt::MemoryPlanSummary memory;
+  tfmrt::Status planned = tfmrt::planArtifactMemory(
+      artifact, "forward", {{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}},
+      memory);
   std::string out = outPath.empty() ? defaultOutputPath(spec) : outPath;
   tfmrt::Status status = tfmrt::writeArtifactFile(artifact, out);
   if (!status.ok()) {
@@ -80,6 +89,14 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
               << out << " (fusion: " << options.describe() << "): " << artifact.params.size() << " parameter tensors ("
               << paramCount(artifact) << " weights), " << artifact.functions.size()
               << " entry function(s), " << nodes << " kernel invocations\n";
+    if (planned.ok())
+      std::printf("memory plan at batch %lld x (src %lld + tgt %lld): peak activations %.2f MiB "
+                  "in one arena (%.2f MiB without reuse, %lld buffers)\n",
+                  (long long)c.batch, (long long)c.src_len, (long long)c.tgt_len,
+                  memory.arena_bytes / 1048576.0, memory.total_intermediate_bytes / 1048576.0,
+                  (long long)memory.num_buffers);
+    else
+      std::cout << "memory plan: " << planned.message() << "\n";
   }
   return true;
 }

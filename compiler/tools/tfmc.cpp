@@ -67,6 +67,10 @@ commands:
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.
+  bench <spec.yaml> [--batch B --src-len S --tgt-len T] [--rounds N] [--iters N] [--threads N]
+      Compile the spec fused and unfused, run both side by side (alternating rounds, same
+      weights and inputs) and print tokens/s, GFLOP/s, peak activation memory, their ratios and
+      the load average. Defaults to the spec's compile: shapes.
   inspect <model.tfmx>
       Validate an artifact and summarise its parameters, constants and entry functions.
 )";
@@ -105,6 +109,7 @@ int main(int argc, char **argv) {
   if (command == "run") return tfmc::runCommand(cl);
   if (command == "demo") return tfmc::demoCommand(cl);
   if (command == "inspect") return tfmc::inspectCommand(cl);
+  if (command == "bench") return tfmc::benchCommand(cl);
   std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;
   return 2;
 }

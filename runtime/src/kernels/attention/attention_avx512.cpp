@@ -22,6 +22,9 @@
 // Row path (< kMinWideRows rows, e.g. Sq = 1 decoding): one query row at a time, vectorised over
 // head_dim: dot products + a horizontal add per key, exp2 over the chunk's scores, then
 // acc += p_j * V[j]. Memory-bound on K/V there anyway.
+// GCC 12 warns about _mm512_undefined_ps() inside its own masked intrinsics (a known false
+// positive of -Wmaybe-uninitialized in avx512fintrin.h).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>

@@ -152,7 +152,8 @@ void reference(const Params &p) {
   const double ninf = -std::numeric_limits<double>::infinity();
 #pragma omp parallel
   {
-    std::vector<double> s(size_t(std::max<int64_t>(Sk, 1))), acc(size_t(D));
+    std::vector<double> s(static_cast<size_t>(std::max<int64_t>(Sk, 1)));
+    std::vector<double> acc(static_cast<size_t>(D));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)

@@ -1,0 +1,153 @@
+// `tfmc bench`: the fused and the unfused build of one spec, side by side in one run, with the
+// same weights and inputs. Rounds alternate between the builds so machine noise hits both;
+// the table reports medians, their ratio, GFLOP/s and peak activation memory, plus the load
+// average (these machines are shared: only same-run ratios mean anything).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "Commands.h"
+#include "Pipeline.h"
+#include "spec/FlopCount.h"
+#include "tfmrt/runtime.h"
+
+namespace tfmc {
+namespace {
+
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+struct Variant {
+  std::string fusion;
+  std::unique_ptr<tfmrt::Model> model;
+  tfmrt::MemoryPlanSummary memory;
+  std::vector<double> millis;
+  std::vector<tfmrt::Tensor> outputs;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int benchCommand(const CommandLine &cl) {
+  auto unknown = cl.unknown({"batch", "src-len", "tgt-len", "rounds", "iters", "threads", "seed",
+                             "peak-gflops"});
+  if (!unknown.empty()) {
+    std::cerr << "tfmc bench: error: unknown option --" << unknown[0] << "\n";
+    return 2;
+  }
+  if (cl.positionals.size() != 1) {
+    std::cerr << "tfmc bench: error: expected exactly one spec file (tfmc bench <spec.yaml>)\n";
+    return 2;
+  }
+  ModelSpec spec;
+  std::vector<SpecDiagnostic> diags;
+  if (!parseModelSpecFile(cl.positionals[0], spec, diags)) {
+    for (const auto &d : diags) std::cerr << d.render();
+    return 1;
+  }
+  const int64_t batch = cl.getInt("batch", spec.compile.batch);
+  const int64_t srcLen = cl.getInt("src-len", spec.compile.src_len);
+  const int64_t tgtLen = cl.getInt("tgt-len", spec.compile.tgt_len);
+  const int64_t rounds = std::max<long long>(1, cl.getInt("rounds", 3));
+  const int64_t iters = std::max<long long>(1, cl.getInt("iters", 3));
+  const double peak = double(cl.getInt("peak-gflops", 450));
+
+  // Full-length rows, ids away from the special tokens.
+  uint64_t state = uint64_t(cl.getInt("seed", 1)) * 0x9E3779B97F4A7C15ull + 7;
+  auto ids = [&](int64_t rows, int64_t cols, int64_t vocab) {
+    std::vector<int32_t> v(rows * cols);
+    for (auto &x : v) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      x = int32_t(3 + (state >> 33) % uint64_t(vocab - 3));
+    }
+    return tfmrt::Tensor::i32({rows, cols}, v);
+  };
+  std::vector<tfmrt::Tensor> inputs = {ids(batch, srcLen, spec.model.src_vocab_size),
+                                       ids(batch, tgtLen, spec.model.tgt_vocab_size),
+                                       ids(batch, tgtLen, spec.model.tgt_vocab_size)};
+
+  std::vector<Variant> variants(2);
+  variants[0].fusion = "all";
+  variants[1].fusion = "none";
+  tfmrt::RuntimeOptions runtimeOptions;
+  runtimeOptions.num_threads = int(cl.getInt("threads", 0));
+  for (Variant &v : variants) {
+    PipelineOptions pipeline;
+    std::string error;
+    pipeline.parseFusionList(v.fusion, error);
+    mlir::MLIRContext context;
+    tfmrt::Artifact artifact;
+    if (failed(compileModelSpec(spec, context, artifact, pipeline))) return 1;
+    tfmrt::Status s = tfmrt::planArtifactMemory(
+        artifact, "forward", {inputs[0].shape, inputs[1].shape, inputs[2].shape}, v.memory);
+    if (s.ok()) s = tfmrt::Model::fromArtifact(std::move(artifact), runtimeOptions, v.model);
+    if (s.ok()) s = v.model->initWeights(1);
+    if (s.ok()) s = v.model->run("forward", inputs, v.outputs);  // warm-up: binds shapes
+    if (!s.ok()) {
+      std::cerr << "tfmc bench: error (fusion=" << v.fusion << "): " << s.message() << "\n";
+      return 1;
+    }
+  }
+
+  const std::string loadBefore = loadAverage();
+  std::printf("tfmc bench %s: batch %lld x (src %lld + tgt %lld) tokens, forward + loss, f32\n",
+              cl.positionals[0].c_str(), (long long)batch, (long long)srcLen, (long long)tgtLen);
+  std::fflush(stdout);
+  for (int64_t r = 0; r < rounds; ++r)
+    for (Variant &v : variants)
+      for (int64_t i = 0; i < iters; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        tfmrt::Status s = v.model->run("forward", inputs, v.outputs);
+        if (!s.ok()) {
+          std::cerr << "tfmc bench: error (fusion=" << v.fusion << "): " << s.message() << "\n";
+          return 1;
+        }
+        v.millis.push_back(std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count());
+      }
+
+  // Both builds compute the same function: report how far apart their logits are.
+  const tfmrt::Tensor &a = variants[0].outputs[0], &b = variants[1].outputs[0];
+  double maxDiff = 0, maxAbs = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    maxDiff = std::max(maxDiff, double(std::abs(a.data<float>()[i] - b.data<float>()[i])));
+    maxAbs = std::max(maxAbs, double(std::abs(b.data<float>()[i])));
+  }
+
+  const double flops = forwardFlops(spec, batch, srcLen, tgtLen);
+  const double tokens = double(batch * (srcLen + tgtLen));
+  std::printf("%-8s %12s %12s %10s %9s %16s\n", "build", "median ms", "tokens/s", "GFLOP/s",
+              "of peak", "activation MiB");
+  for (const Variant &v : variants) {
+    double ms = median(v.millis);
+    std::printf("%-8s %12.2f %12.0f %10.1f %8.1f%% %16.1f\n",
+                v.fusion == "all" ? "fused" : "unfused", ms, tokens / (ms / 1e3),
+                flops / (ms / 1e3) / 1e9, 100.0 * flops / (ms / 1e3) / 1e9 / peak,
+                double(v.memory.arena_bytes) / (1 << 20));
+  }
+  const double speedup = median(variants[1].millis) / median(variants[0].millis);
+  std::printf("fused/unfused speed-up: %.2fx; activation memory unfused/fused: %.2fx\n", speedup,
+              double(variants[1].memory.arena_bytes) /
+                  double(std::max<int64_t>(1, variants[0].memory.arena_bytes)));
+  std::printf("logits max |fused - unfused| = %.3g (max |logit| %.3g); %.1f GFLOP per forward "
+              "(GEMMs + attention, spec/FlopCount.h); peak %.0f GFLOP/s\n",
+              maxDiff, maxAbs, flops / 1e9, peak);
+  std::printf("%lld rounds x %lld iterations per build, alternating; load average before %s, "
+              "after %s\n",
+              (long long)rounds, (long long)iters, loadBefore.c_str(), loadAverage().c_str());
+  return 0;
+}
+
+}  // namespace tfmc
