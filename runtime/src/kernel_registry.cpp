@@ -33,6 +33,14 @@ std::vector<KernelKey> KernelRegistry::keys() const {
   return out;
 }
 
+const char *layoutName(Layout layout) {
+  switch (layout) {
+  case Layout::Plain: return "plain";
+  case Layout::Packed: return "packed";
+  }
+  return "?";
+}
+
 const char *backendName(KernelBackend backend) {
   switch (backend) {
   case KernelBackend::Reference: return "reference";

@@ -20,7 +20,12 @@ namespace tfmrt {
 
 struct DnnlContext;  // kernels/dnnl/dnnl_context.h; null for the reference backend
 
-enum class Layout : uint8_t { Plain = 0 };  // row-major; blocked layouts come with the layout pass
+// How a kernel may store its constant GEMM weight, from the node's `weight_layout` attribute
+// (Plain for ops without one). Plain kernels read the row-major weight in place every call; Packed
+// kernels reorder it once per weights version into the GEMM's preferred layout. Inputs and
+// outputs are always row-major.
+enum class Layout : uint8_t { Plain = 0, Packed = 1 };
+const char *layoutName(Layout layout);
 
 // A tensor as a kernel sees it: a view into runtime-owned memory.
 struct TensorRef {
@@ -52,6 +57,11 @@ struct KernelPrepareInfo {
   const Node *node = nullptr;
   std::vector<const ValueInfo *> inputs;   // declared operand infos (kinds, dtypes, shapes)
   std::vector<const ValueInfo *> outputs;
+  // Per operand: its value is known before run() -- a parameter, a constant, or the result of a
+  // node evaluated when weights are set (all of whose operands are known). Such operands have
+  // static shapes and change only when weightsVersion does.
+  std::vector<bool> knownBeforeRun;
+  Layout layout = Layout::Plain;
   DnnlContext *dnnl = nullptr;
 };
 
@@ -60,6 +70,11 @@ public:
   virtual ~Kernel() = default;
   virtual const char *name() const = 0;  // "reference.matmul", "dnnl.matmul", ...
   virtual Status prepare(const KernelPrepareInfo &info) { return Status::OK(); }
+  // Called whenever weights are set, after the load-time nodes were evaluated: operands known
+  // before run() are bound (data + static shape), the others have null data and their declared
+  // shapes, as do the outputs. Kernels that cache derived weights (packed GEMM operands) build
+  // them here so run() does not.
+  virtual Status prepareWeights(const KernelArgs &args) { return Status::OK(); }
   // Errors carry only the detail; the Model prefixes entry and node.
   virtual Status run(const KernelArgs &args) = 0;
 };

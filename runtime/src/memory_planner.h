@@ -16,7 +16,8 @@ struct MemoryPlan {
   size_t arenaBytes = 0;
 };
 
-// `bytes[v]` is the size of value v (ignored unless v is an intermediate). A value lives from its
+// `bytes[v]` is the size of value v (ignored unless v is an intermediate; 0 places nothing, as for
+// values held outside the arena such as those evaluated when weights are set). A value lives from its
 // producing node until its last use (entry outputs until the end); a node's results never share
 // memory with its operands. First-fit over the live blocks, 64-byte aligned.
 MemoryPlan planMemory(const EntryFunction &fn, const std::vector<size_t> &bytes);

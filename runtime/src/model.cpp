@@ -14,6 +14,30 @@ Status withContext(const std::string &prefix, const Status &s) {
   return s.ok() ? s : Status(s.code(), prefix + ": " + s.message());
 }
 
+// The kernel layout a node asks for through its `weight_layout` attribute (Plain if it has none).
+Layout nodeLayout(const Node &node) {
+  const OpSchema *s = findOpSchema(node.op);
+  for (const AttrSpec &a : s->attrs)
+    if (std::string(a.name) == "weight_layout") return attrString(node, "weight_layout") == "packed" ? Layout::Packed : Layout::Plain;
+  return Layout::Plain;
+}
+
+// A packed weight is reordered when weights are set, so it must be known by then, with a static
+// shape. Checked for every backend, so an artifact loads on all of them or on none.
+Status checkPackedWeight(const EntryFunction &fn, const Node &node, const std::vector<uint8_t> &known) {
+  const uint32_t w = node.inputs[1];
+  const ValueInfo &info = fn.values[w];
+  if (!known[w]) {
+    const char *what = info.kind == ValueKind::Input ? "an entry input" : "computed per call";
+    return invalidArgument(cat("weight_layout 'packed' needs a weight known before run() (a parameter, a constant, or "
+                               "computed from those only), but operand #1 '", info.name, "' is ", what));
+  }
+  for (int64_t d : info.shape)
+    if (d < 0) return invalidArgument(cat("weight_layout 'packed' needs a static weight shape, but operand #1 '", info.name,
+                                          "' is declared ", shapeStr(info.shape)));
+  return Status::OK();
+}
+
 }  // namespace
 
 Model::Model() : impl_(std::make_unique<Impl>()) {}
@@ -42,6 +66,8 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
     impl.entries.resize(impl.artifact.functions.size());
     for (size_t i = 0; i < impl.artifact.functions.size(); ++i)
       TFMRT_RETURN_IF_ERROR(impl.prepareEntry(impl.artifact.functions[i], impl.entries[i]));
+    // Without parameters there are no weights to wait for: derive from the constants now.
+    if (impl.artifact.params.empty()) TFMRT_RETURN_IF_ERROR(impl.evaluateWeightDerived());
     model = std::move(m);
     return Status::OK();
   } catch (const std::bad_alloc &) {
@@ -53,6 +79,8 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
 
 Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   state.fn = &fn;
+  state.knownBeforeRun = findKnownBeforeRun(fn);
+  state.derived.resize(fn.values.size());
   size_t maxArity = 0;
   std::vector<const Shape *> inShapes;
   for (size_t i = 0; i < fn.nodes.size(); ++i) {
@@ -70,16 +98,34 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
       return invalidArgument(cat(where, ": result '", result.name, "' is declared ", shapeStr(result.shape),
                                  " but its operands imply ", shapeStr(inferred)));
 
+    // Weight-derived results get their persistent buffer now: their operands' shapes are static.
+    const uint32_t out = node.outputs[0];
+    if (state.knownBeforeRun[out]) {
+      int64_t numel;
+      if (!checkedNumel(inferred, int64_t(1) << 40, numel))
+        return invalidArgument(cat(where, ": result '", result.name, "' is computed from weights only but has shape ",
+                                   shapeStr(inferred)));
+      state.derived[out] = Tensor(result.dtype, inferred);
+      state.weightNodes.push_back(i);
+    } else {
+      state.runNodes.push_back(i);
+    }
+
+    const Layout layout = nodeLayout(node);
+    if (layout == Layout::Packed) TFMRT_RETURN_IF_ERROR(withContext(where, checkPackedWeight(fn, node, state.knownBeforeRun)));
     const DType keyType = fn.values[node.inputs[0]].dtype;
-    std::unique_ptr<Kernel> kernel =
-        KernelRegistry::builtin().create(node.op, keyType, Layout::Plain, options.backend);
+    std::unique_ptr<Kernel> kernel = KernelRegistry::builtin().create(node.op, keyType, layout, options.backend);
     if (!kernel)
-      return unimplemented(cat(where, ": no kernel for (", node.op, ", ", dtypeName(keyType), ", plain, ",
-                               backendName(options.backend), ")"));
+      return unimplemented(cat(where, ": no kernel for (", node.op, ", ", dtypeName(keyType), ", ", layoutName(layout),
+                               ", ", backendName(options.backend), ")"));
     KernelPrepareInfo info;
     info.node = &node;
-    for (uint32_t v : node.inputs) info.inputs.push_back(&fn.values[v]);
+    for (uint32_t v : node.inputs) {
+      info.inputs.push_back(&fn.values[v]);
+      info.knownBeforeRun.push_back(state.knownBeforeRun[v] != 0);
+    }
     for (uint32_t v : node.outputs) info.outputs.push_back(&fn.values[v]);
+    info.layout = layout;
     info.dnnl = dnnl.get();
     TFMRT_RETURN_IF_ERROR(withContext(where + " [" + kernel->name() + "]", kernel->prepare(info)));
     state.kernels.push_back(std::move(kernel));
@@ -124,6 +170,11 @@ std::vector<KernelProfile> Model::profile() const {
 }
 
 void Model::resetProfile() { impl_->profile.clear(); }
+
+MemoryPlanSummary Model::lastMemoryPlan(const std::string &entry) const {
+  EntryState *state = impl_->findEntry(entry);
+  return state ? state->lastPlan : MemoryPlanSummary();
+}
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {
   EntryState *state = impl_->findEntry(entry);

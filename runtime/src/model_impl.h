@@ -1,12 +1,14 @@
 // Model internals shared by model.cpp (load), model_weights.cpp and model_run.cpp.
 #pragma once
 
-#include <map>
+#include <omp.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "entry_plan.h"
 #include "kernel_registry.h"
 #include "kernels/dnnl/dnnl_kernels.h"
 #include "shape_inference.h"
@@ -28,17 +30,25 @@ struct IdCheck {
 struct ShapePlan {
   std::vector<Shape> inputShapes;  // the cache key
   std::vector<Shape> shapes;       // per value id
-  std::vector<size_t> offsets;     // per value id (intermediates)
+  std::vector<size_t> offsets;     // per value id (run-time intermediates)
   Tensor arena;                    // 64-byte aligned bytes
+  MemoryPlanSummary summary;
   uint64_t lastUse = 0;
 };
 
 struct EntryState {
   const EntryFunction *fn = nullptr;
   std::vector<std::unique_ptr<Kernel>> kernels;  // one per node
+  // Values known before run() (findKnownBeforeRun): their producing nodes run when weights are
+  // set (weightNodes), into `derived` (per value id; empty unless a known intermediate), which
+  // no arena ever holds. run() executes runNodes only.
+  std::vector<uint8_t> knownBeforeRun;
+  std::vector<size_t> weightNodes, runNodes;
+  std::vector<Tensor> derived;
   std::vector<IdCheck> idChecks;
   std::vector<std::unique_ptr<ShapePlan>> plans;  // LRU cache
   uint64_t clock = 0;
+  MemoryPlanSummary lastPlan;  // of the most recent run()
   // Per-call scratch, sized at load so run() does not allocate.
   std::vector<void *> data;      // per value id
   std::vector<TensorRef> refs;   // operands then results of the node being run
@@ -59,9 +69,32 @@ struct Model::Impl {
   EntryState *findEntry(const std::string &name);
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
+  // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
+  // and lets kernels re-derive cached weights. On failure the previous weights are restored.
+  Status installWeights(std::vector<Tensor> fresh);
+  Status evaluateWeightDerived();
+  // Memory of a value known before run() (parameter, constant, derived); null otherwise.
+  void *knownData(const EntryState &state, uint32_t v);
 };
 
-// "entry 'forward': " -- the prefix of every run-time error.
-inline std::string entryStr(const EntryFunction &fn) { return "entry '" + fn.name + "'"; }
+// Applies RuntimeOptions::num_threads to the calling thread for the duration of a call.
+class OmpThreadsScope {
+public:
+  explicit OmpThreadsScope(int n) : active_(n > 0) {
+    if (active_) {
+      saved_ = omp_get_max_threads();
+      omp_set_num_threads(n);
+    }
+  }
+  ~OmpThreadsScope() {
+    if (active_) omp_set_num_threads(saved_);
+  }
+  OmpThreadsScope(const OmpThreadsScope &) = delete;
+  OmpThreadsScope &operator=(const OmpThreadsScope &) = delete;
+
+private:
+  bool active_;
+  int saved_ = 0;
+};
 
 }  // namespace tfmrt

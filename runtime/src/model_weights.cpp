@@ -1,5 +1,6 @@
 // Weight initialisation, loading and saving.
 #include <algorithm>
+#include <chrono>
 
 #include "file_io.h"
 #include "format.h"
@@ -19,10 +20,7 @@ Status Model::initWeights(uint64_t seed) {
     const Artifact &a = impl_->artifact;
     std::vector<Tensor> weights(a.params.size());
     for (size_t i = 0; i < a.params.size(); ++i) TFMRT_RETURN_IF_ERROR(initParam(a.params[i], seed, weights[i]));
-    impl_->weights = std::move(weights);
-    impl_->hasWeights = true;
-    ++impl_->weightsVersion;
-    return Status::OK();
+    return impl_->installWeights(std::move(weights));
   } catch (const std::bad_alloc &) {
     return internalError("out of memory while initialising weights");
   }
@@ -61,10 +59,7 @@ Status Model::setWeights(const std::map<std::string, Tensor> &given) {
     std::vector<Tensor> weights;
     weights.reserve(a.params.size());
     for (const ParamInfo &p : a.params) weights.push_back(given.at(p.name));
-    impl_->weights = std::move(weights);
-    impl_->hasWeights = true;
-    ++impl_->weightsVersion;
-    return Status::OK();
+    return impl_->installWeights(std::move(weights));
   } catch (const std::bad_alloc &) {
     return internalError("out of memory while setting weights");
   }
@@ -94,6 +89,78 @@ Status Model::saveWeights(const std::string &path) const {
 }
 
 bool Model::hasWeights() const { return impl_->hasWeights; }
+
+Status Model::Impl::installWeights(std::vector<Tensor> fresh) {
+  std::swap(weights, fresh);
+  const bool had = hasWeights;
+  hasWeights = true;
+  ++weightsVersion;
+  Status s = evaluateWeightDerived();
+  if (s.ok()) return s;
+  // Leave the model as it was: the previous weights and what was derived from them.
+  std::swap(weights, fresh);
+  hasWeights = had;
+  ++weightsVersion;
+  if (had) (void)evaluateWeightDerived();
+  return s;
+}
+
+void *Model::Impl::knownData(const EntryState &state, uint32_t v) {
+  const ValueInfo &info = state.fn->values[v];
+  switch (info.kind) {
+  case ValueKind::Parameter: return weights.empty() ? nullptr : weights[info.index].rawData();
+  case ValueKind::Constant: return constants[info.index].rawData();
+  case ValueKind::Intermediate: return state.knownBeforeRun[v] ? const_cast<Tensor &>(state.derived[v]).rawData() : nullptr;
+  case ValueKind::Input: return nullptr;
+  }
+  return nullptr;
+}
+
+// Runs the weight-derived nodes of every entry (in order, so derived values may feed each other),
+// then hands each run-time kernel its known operands through prepareWeights.
+Status Model::Impl::evaluateWeightDerived() {
+  OmpThreadsScope threads(options.num_threads);
+  for (EntryState &state : entries) {
+    const EntryFunction &fn = *state.fn;
+    auto bind = [&](uint32_t v) {
+      void *data = knownData(state, v);
+      const Shape *shape = fn.values[v].kind == ValueKind::Intermediate && data ? &state.derived[v].shape : &fn.values[v].shape;
+      return TensorRef{fn.values[v].dtype, shape, data};
+    };
+    auto argsOf = [&](const Node &node) {
+      TensorRef *refs = state.refs.data();
+      size_t r = 0;
+      for (uint32_t v : node.inputs) refs[r++] = bind(v);
+      for (uint32_t v : node.outputs) refs[r++] = bind(v);
+      KernelArgs args;
+      args.inputs = refs;
+      args.numInputs = node.inputs.size();
+      args.outputs = refs + node.inputs.size();
+      args.numOutputs = node.outputs.size();
+      args.weightsVersion = weightsVersion;
+      return args;
+    };
+    auto fail = [&](size_t i, const Status &s) {
+      return Status(s.code(), cat(entryStr(fn), ": ", nodeStr(i, fn.nodes[i]), " [", state.kernels[i]->name(),
+                                  "] (evaluated when weights are set): ", s.message()));
+    };
+    for (size_t i : state.weightNodes) {
+      const auto start = std::chrono::steady_clock::now();
+      Status s = state.kernels[i]->run(argsOf(fn.nodes[i]));
+      if (options.profile) {
+        KernelProfile &entry = profile[cat(state.kernels[i]->name(), " (weights)")];
+        entry.calls += 1;
+        entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      }
+      if (!s.ok()) return fail(i, s);
+    }
+    for (size_t i : state.runNodes) {
+      Status s = state.kernels[i]->prepareWeights(argsOf(fn.nodes[i]));
+      if (!s.ok()) return fail(i, s);
+    }
+  }
+  return Status::OK();
+}
 
 const Tensor *Model::weight(const std::string &name) const {
   int64_t i = impl_->artifact.findParam(name);

@@ -1,5 +1,6 @@
 #include "op_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,11 +14,13 @@ constexpr int kAny = int(kMaxRank);
 
 std::vector<OpSchema> buildSchemas() {
   const DType F = DType::F32, I = DType::I32, B = DType::Bool;
+  // How the runtime may store a constant GEMM weight (selects the kernel's Layout).
+  const AttrSpec weightLayout{"weight_layout", K::String, false, 0, "plain", {"plain", "packed"}};
   return {
       {"tfm.embedding", {{"table", F, 2, 2}, {"ids", I, 1, kAny - 1}}, F, {}},
       {"tfm.add_positions", {{"x", F, 3, 3}, {"table", F, 2, 2}}, F, {}},
       {"tfm.scale", {{"x", F, 0, kAny}}, F, {{"factor", K::Float, true, 0}}},
-      {"tfm.matmul", {{"a", F, 2, kAny}, {"b", F, 2, 2}}, F, {{"transpose_b", K::Int, false, 0}}},
+      {"tfm.matmul", {{"a", F, 2, kAny}, {"b", F, 2, 2}}, F, {{"transpose_b", K::Int, false, 0}, weightLayout}},
       {"tfm.bias_add", {{"x", F, 1, kAny}, {"bias", F, 1, 1}}, F, {}},
       {"tfm.relu", {{"x", F, 0, kAny}}, F, {}},
       {"tfm.gelu", {{"x", F, 0, kAny}}, F, {}},
@@ -38,6 +41,12 @@ std::vector<OpSchema> buildSchemas() {
        {{"heads", K::Int, true, 0}, {"head_dim", K::Int, true, 0}, {"q_offset", K::Int, true, 0},
         {"k_offset", K::Int, true, 0}, {"v_offset", K::Int, true, 0}, {"scale", K::Float, true, 0},
         {"causal", K::Int, false, 0}, {"dropout_rate", K::Float, false, 0}}},
+      {"tfm.linear", {{"x", F, 1, kAny}, {"weight", F, 2, 2}, {"bias", F, 1, 1}, {"residual", F, 1, kAny, Arity::Optional}},
+       F, {{"activation", K::String, false, 0, "none", {"none", "relu", "gelu"}}, weightLayout}},
+      {"tfm.add_layer_norm", {{"a", F, 1, kAny}, {"b", F, 1, kAny}, {"gamma", F, 1, 1}, {"beta", F, 1, 1}}, F,
+       {{"epsilon", K::Float, false, 1e-5}}},
+      {"tfm.concat", {{"inputs", F, 1, kAny, Arity::Variadic}}, F, {}},
+      {"tfm.slice_last", {{"x", F, 1, kAny}}, F, {{"offset", K::Int, true, 0}, {"size", K::Int, true, 0}}},
   };
 }
 
@@ -70,6 +79,47 @@ Status checkAttrValue(const std::string &name, const AttrValue &a) {
     if (a.f < 0 || a.f >= 1) return invalidArgument(cat("attribute '", name, "' must be in [0, 1), got ", a.f));
   } else if (name == "smoothing") {
     if (a.f < 0 || a.f > 1) return invalidArgument(cat("attribute 'smoothing' must be in [0, 1], got ", a.f));
+  } else if (name == "offset") {
+    if (a.i < 0 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'offset' must be >= 0, got ", a.i));
+  } else if (name == "size") {
+    if (a.i < 1 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'size' must be >= 1, got ", a.i));
+  }
+  return Status::OK();
+}
+
+// String attrs must be one of the spec's choices.
+Status checkAttrChoice(const AttrSpec &spec, const AttrValue &a) {
+  if (a.kind != K::String || spec.choices.empty()) return Status::OK();
+  std::string allowed;
+  for (const char *c : spec.choices) {
+    if (a.s == c) return Status::OK();
+    allowed += cat(allowed.empty() ? "" : ", ", "'", c, "'");
+  }
+  return invalidArgument(cat("attribute '", spec.name, "' must be one of ", allowed, ", got '", a.s, "'"));
+}
+
+// Operand count against the specs: each One counts once, a trailing Optional 0-1 times, a
+// trailing Variadic 1 or more times.
+Status checkOperandCount(const OpSchema &s, size_t count) {
+  size_t fixed = 0;
+  Arity tail = Arity::One;
+  for (const OperandSpec &o : s.operands) {
+    if (o.arity == Arity::One) ++fixed;
+    else tail = o.arity;
+  }
+  const char *plural = fixed == 1 && tail == Arity::One ? "" : "s";
+  switch (tail) {
+  case Arity::One:
+    if (count != fixed) return invalidArgument(cat("expects ", fixed, " operand", plural, ", got ", count));
+    break;
+  case Arity::Optional:
+    if (count != fixed && count != fixed + 1)
+      return invalidArgument(cat("expects ", fixed, " or ", fixed + 1, " operands, got ", count));
+    break;
+  case Arity::Variadic:
+    if (count < fixed + 1) return invalidArgument(cat("expects at least ", fixed + 1, " operand",
+                                                      fixed ? "s" : "", ", got ", count));
+    break;
   }
   return Status::OK();
 }
@@ -96,11 +146,11 @@ const OpSchema *findOpSchema(const std::string &op) {
 Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
   const OpSchema *s = findOpSchema(node.op);
   if (!s) return unimplemented(cat("unknown op '", node.op, "' (this runtime has no kernel for it)"));
-  if (node.inputs.size() != s->operands.size())
-    return invalidArgument(cat("expects ", s->operands.size(), " operands, got ", node.inputs.size()));
+  TFMRT_RETURN_IF_ERROR(checkOperandCount(*s, node.inputs.size()));
   if (node.outputs.size() != 1) return invalidArgument(cat("expects 1 result, got ", node.outputs.size()));
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const OperandSpec &spec = s->operands[i];
+    // Operands past the specs are further instances of a trailing Variadic spec.
+    const OperandSpec &spec = s->operands[std::min(i, s->operands.size() - 1)];
     const ValueInfo &v = fn.values[node.inputs[i]];
     int rank = int(v.shape.size());
     if (v.dtype != spec.dtype)
@@ -126,6 +176,7 @@ Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
     if (a.kind != spec->kind)
       return invalidArgument(cat("attribute '", name, "' must be ", kindName(spec->kind), ", got ", kindName(a.kind)));
     TFMRT_RETURN_IF_ERROR(checkAttrValue(name, a));
+    TFMRT_RETURN_IF_ERROR(checkAttrChoice(*spec, a));
   }
   for (const auto &spec : s->attrs)
     if (spec.required && !node.attrs.count(spec.name))
@@ -139,6 +190,14 @@ int64_t attrInt(const Node &node, const char *name) {
   const OpSchema *s = findOpSchema(node.op);
   const AttrSpec *a = s ? findAttr(*s, name) : nullptr;
   return a ? int64_t(a->defaultValue) : 0;
+}
+
+std::string attrString(const Node &node, const char *name) {
+  auto it = node.attrs.find(name);
+  if (it != node.attrs.end()) return it->second.s;
+  const OpSchema *s = findOpSchema(node.op);
+  const AttrSpec *a = s ? findAttr(*s, name) : nullptr;
+  return a && a->stringDefault ? a->stringDefault : "";
 }
 
 double attrFloat(const Node &node, const char *name) {

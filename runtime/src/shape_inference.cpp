@@ -134,6 +134,46 @@ Status fusedAttention(const Node &node, const Shape &q, const Shape &k, const Sh
   return Status::OK();
 }
 
+// x [..., K], weight [N, K], bias [N], optional residual [..., N] -> [..., N].
+Status linear(const std::vector<const Shape *> &in, Shape &out) {
+  const Shape &x = *in[0], &w = *in[1], &bias = *in[2];
+  if (!compatible(x.back(), w[1])) return mismatch("weight must be [N, K] for x [..., K]", x, w);
+  if (!compatible(w[0], bias[0])) return mismatch("bias must be [N] for weight [N, K]", w, bias);
+  out = x;
+  out.back() = merge(w[0], bias[0]);
+  if (in.size() == 4) {
+    Shape joined;
+    if (!elementwise(out, *in[3], joined).ok()) return mismatch("residual must have the result's shape", out, *in[3]);
+    out = joined;
+  }
+  return Status::OK();
+}
+
+// Along axis 0; trailing dims must agree. A dynamic leading dim makes the result's dynamic.
+Status concat(const std::vector<const Shape *> &in, Shape &out) {
+  out = *in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape &x = *in[i];
+    if (x.size() != out.size()) return mismatch("operands must have equal ranks", *in[0], x);
+    for (size_t d = 1; d < x.size(); ++d) {
+      if (!compatible(out[d], x[d]))
+        return invalidArgument(cat("operand #", i, " ", shapeStr(x), " differs from operand #0 ", shapeStr(*in[0]),
+                                   " in dim ", d, " (only dim 0 may differ)"));
+      out[d] = merge(out[d], x[d]);
+    }
+    out[0] = (out[0] == kDynamicDim || x[0] == kDynamicDim) ? kDynamicDim : out[0] + x[0];
+  }
+  return Status::OK();
+}
+
+Status sliceLast(const Shape &x, int64_t offset, int64_t size, Shape &out) {
+  if (x.back() != kDynamicDim && offset + size > x.back())
+    return invalidArgument(cat("columns [", offset, ", ", offset + size, ") exceed the last dim of ", shapeStr(x)));
+  out = x;
+  out.back() = size;
+  return Status::OK();
+}
+
 }  // namespace
 
 Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape &out) {
@@ -150,6 +190,14 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   if (op == "tfm.mask") return mask(*in[0], *in[1], out);
   if (op == "tfm.label_smoothed_xent") return xent(*in[0], *in[1], out);
   if (op == "tfm.fused_attention") return fusedAttention(node, *in[0], *in[1], *in[2], *in[3], out);
+  if (op == "tfm.linear") return linear(in, out);
+  if (op == "tfm.add_layer_norm") {
+    Shape sum;
+    TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[1], sum));
+    return layerNorm(sum, *in[2], *in[3], out);
+  }
+  if (op == "tfm.concat") return concat(in, out);
+  if (op == "tfm.slice_last") return sliceLast(*in[0], attrInt(node, "offset"), attrInt(node, "size"), out);
   if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
       op == "tfm.padding_mask") {
     out = *in[0];

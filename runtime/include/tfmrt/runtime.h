@@ -37,7 +37,7 @@ struct RuntimeOptions {
 
 // Accumulated kernel time of one op kind under RuntimeOptions::profile.
 struct KernelProfile {
-  std::string kernel;  // e.g. "dnnl.matmul"
+  std::string kernel;  // e.g. "dnnl.linear.packed"; "<kernel> (weights)" for weight-set-time evaluation
   int64_t calls = 0;
   double millis = 0;
 };
@@ -74,6 +74,9 @@ public:
   Status initWeights(uint64_t seed);
   // Replaces all weights. Refuses missing, unexpected, mis-shaped or wrongly typed tensors; the
   // message names every offending tensor with both shapes/dtypes. On error the weights are unchanged.
+  // Every weights change (this, initWeights, loadWeights) also re-evaluates the nodes computed from
+  // weights and constants only (e.g. a tfm.concat of projection weights) and repacks packed weights,
+  // so run() does neither.
   Status setWeights(const std::map<std::string, Tensor> &weights);
   Status loadWeights(const std::string &safetensorsPath);
   Status saveWeights(const std::string &safetensorsPath) const;
@@ -94,9 +97,12 @@ public:
 
   const Artifact &artifact() const;
   const RuntimeOptions &options() const;
-  // Diagnostics: the kernel chosen for a node ("dnnl.matmul", "reference.softmax", ...); empty if
-  // the entry or node does not exist.
+  // Diagnostics: the kernel chosen for a node ("dnnl.linear.packed", "reference.softmax", ...);
+  // empty if the entry or node does not exist.
   std::string kernelName(const std::string &entry, size_t nodeIndex) const;
+  // Diagnostics: the memory plan the most recent run() of `entry` used (its arena is what that
+  // call allocated, or reused); all zeros before the first run or for an unknown entry.
+  MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;
 
   struct Impl;
 

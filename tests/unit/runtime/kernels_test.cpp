@@ -85,6 +85,7 @@ struct MatmulCase {
   int64_t n;
   bool transpose;
   bool weightIsParam;
+  bool packed = false;  // weight_layout = packed (param weights only)
 };
 
 class DnnlMatmul : public ::testing::TestWithParam<MatmulCase> {};
@@ -93,15 +94,16 @@ TEST_P(DnnlMatmul, MatchesReference) {
   const MatmulCase &c = GetParam();
   const int64_t k = c.a.back();
   Shape bShape = c.transpose ? Shape{c.n, k} : Shape{k, c.n};
-  SingleOp op("tfm.matmul", {{randomF32(c.a, 1)}, {randomF32(bShape, 2), c.weightIsParam}}, transposeB(c.transpose),
-              DType::F32);
-  op.compare("dnnl.matmul", 1e-5 * double(k) + 1e-6, 1e-4);
+  Attrs attrs = transposeB(c.transpose);
+  if (c.packed) attrs["weight_layout"] = AttrValue::ofString("packed");
+  SingleOp op("tfm.matmul", {{randomF32(c.a, 1)}, {randomF32(bShape, 2), c.weightIsParam}}, attrs, DType::F32);
+  op.compare(c.packed ? "dnnl.matmul.packed" : "dnnl.matmul.plain", 1e-5 * double(k) + 1e-6, 1e-4);
 }
 
 std::vector<MatmulCase> matmulCases() {
   std::vector<MatmulCase> cases;
   for (bool t : {false, true})
-    for (bool p : {false, true})
+    for (auto [p, packed] : std::vector<std::pair<bool, bool>>{{false, false}, {true, false}, {true, true}})
       for (auto [a, n] : std::vector<std::pair<Shape, int64_t>>{{{1, 1}, 1},
                                                                  {{1, 7}, 5},
                                                                  {{1, 64}, 33},
@@ -111,7 +113,7 @@ std::vector<MatmulCase> matmulCases() {
                                                                  {{4, 9, 96}, 256},
                                                                  {{0, 8}, 4},
                                                                  {{5, 0}, 3}})
-        cases.push_back({a, n, t, p});
+        cases.push_back({a, n, t, p, packed});
   return cases;
 }
 
@@ -119,23 +121,28 @@ std::string matmulName(const ::testing::TestParamInfo<MatmulCase> &info) {
   std::string s;
   for (int64_t d : info.param.a) s += std::to_string(d) + "x";
   s += "N" + std::to_string(info.param.n) + (info.param.transpose ? "_bT" : "_b") +
-       (info.param.weightIsParam ? "_param" : "_input");
+       (info.param.weightIsParam ? "_param" : "_input") + (info.param.packed ? "_packed" : "");
   return s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DnnlMatmul, ::testing::ValuesIn(matmulCases()), matmulName);
 
 // The runtime M changes across calls; packed weights follow weight updates.
-TEST(DnnlMatmulState, RuntimeMAndWeightUpdates) {
+class DnnlMatmulState : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DnnlMatmulState, RuntimeMAndWeightUpdates) {
   Artifact art;
   FunctionBuilder f(art, "forward");
   uint32_t x = f.input("x", DType::F32, {kDyn, 24});
   uint32_t w = f.param("w", {40, 24});
-  f.output(f.op("tfm.matmul", {x, w}, DType::F32, {kDyn, 40}, transposeB(true)));
+  Attrs attrs = transposeB(true);
+  attrs["weight_layout"] = AttrValue::ofString(GetParam() ? "packed" : "plain");
+  f.output(f.op("tfm.matmul", {x, w}, DType::F32, {kDyn, 40}, attrs));
   f.finish();
   auto fast = loadModel(art, KernelBackend::Dnnl);
   auto ref = loadModel(art, KernelBackend::Reference);
   ASSERT_TRUE(fast && ref);
+  EXPECT_EQ(fast->kernelName("forward", 0), GetParam() ? "dnnl.matmul.packed" : "dnnl.matmul.plain");
   for (int version = 0; version < 2; ++version) {
     std::map<std::string, Tensor> weights{{"w", randomF32({40, 24}, 100 + version)}};
     ASSERT_OK(fast->setWeights(weights));
@@ -148,6 +155,9 @@ TEST(DnnlMatmulState, RuntimeMAndWeightUpdates) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DnnlMatmulState, ::testing::Bool(),
+                         [](const auto &info) { return std::string(info.param ? "packed" : "plain"); });
 
 // --- oneDNN batch matmul -------------------------------------------------------------------
 

@@ -96,7 +96,7 @@ TEST(EndToEnd, FfnStackBackendsAgreeAcrossShapes) {
   auto fast = loadModel(a, KernelBackend::Dnnl);
   ASSERT_OK(ref->initWeights(11));
   ASSERT_OK(fast->initWeights(11));
-  EXPECT_EQ(fast->kernelName("forward", 3), "dnnl.matmul");
+  EXPECT_EQ(fast->kernelName("forward", 3), "dnnl.matmul.plain");
   EXPECT_EQ(fast->kernelName("forward", 6), "fast.layer_norm");
   EXPECT_EQ(ref->kernelName("forward", 3), "reference.matmul");
   EXPECT_EQ(fast->kernelName("forward", 99), "");
@@ -287,6 +287,104 @@ TEST_P(Attention, MatchesIndependentImplementation) {
 INSTANTIATE_TEST_SUITE_P(Backends, Attention, ::testing::Values(KernelBackend::Reference, KernelBackend::Dnnl),
                          [](const auto &info) { return std::string(backendName(info.param)); });
 
+// attentionArtifact after the compiler's fusions: the Q, K, V weights concatenated (evaluated when
+// weights are set) into one merged projection, sliced back per head group; the output projection
+// a linear joined to the residual by add_layer_norm; the tied vocabulary projection a matmul.
+// Same parameters, so the same outputs. `packed` selects weight_layout on every GEMM.
+Artifact fusedAttentionArtifact(const AttnDims &k, bool packed) {
+  Artifact a;
+  a.modelName = "attn_fused";
+  a.metadata["model.pad_id"] = "0";
+  FunctionBuilder f(a, "forward");
+  uint32_t src = f.input("src", DType::I32, {kDyn, kDyn});
+  uint32_t tgt = f.input("tgt", DType::I32, {kDyn, kDyn});
+  uint32_t emb = f.param("embed.weight", {k.vocab, k.d});
+  uint32_t pe = f.constant("pe", sinusoidTable(k.maxLen, k.d));
+  const int64_t d = k.d, hk = d / k.heads;
+  const Shape bsd{kDyn, kDyn, d}, bhsk{kDyn, k.heads, kDyn, hk}, bhss{kDyn, k.heads, kDyn, kDyn};
+  Attrs layout;
+  if (packed) layout["weight_layout"] = AttrValue::ofString("packed");
+  uint32_t keep = f.op("tfm.padding_mask", {src}, DType::Bool, {kDyn, kDyn}, {{"pad_id", AttrValue::ofInt(0)}});
+  uint32_t x = f.op("tfm.embedding", {emb, src}, DType::F32, bsd);
+  x = f.op("tfm.add_positions", {x, pe}, DType::F32, bsd);
+  std::vector<uint32_t> ws, bs;
+  for (const char *p : {"q_proj", "k_proj", "v_proj"}) {
+    ws.push_back(f.param(std::string(p) + ".weight", {d, d}));
+    bs.push_back(f.param(std::string(p) + ".bias", {d}, ParamInit::Zeros));
+  }
+  uint32_t wqkv = f.op("tfm.concat", ws, DType::F32, {3 * d, d});
+  uint32_t bqkv = f.op("tfm.concat", bs, DType::F32, {3 * d});
+  uint32_t qkv = f.op("tfm.linear", {x, wqkv, bqkv}, DType::F32, {kDyn, kDyn, 3 * d}, layout);
+  auto heads = [&](int64_t block) {
+    uint32_t cols = f.op("tfm.slice_last", {qkv}, DType::F32, bsd,
+                         {{"offset", AttrValue::ofInt(block * d)}, {"size", AttrValue::ofInt(d)}});
+    return f.op("tfm.split_heads", {cols}, DType::F32, bhsk, {{"heads", AttrValue::ofInt(k.heads)}});
+  };
+  uint32_t q = heads(0), kk = heads(1), v = heads(2);
+  uint32_t sc = f.op("tfm.batch_matmul", {q, kk}, DType::F32, bhss, {{"transpose_b", AttrValue::ofInt(1)}});
+  sc = f.op("tfm.scale", {sc}, DType::F32, bhss, {{"factor", AttrValue::ofFloat(1.0 / std::sqrt(double(hk)))}});
+  sc = f.op("tfm.mask", {sc, keep}, DType::F32, bhss, {{"causal", AttrValue::ofInt(1)}});
+  uint32_t probs = f.op("tfm.softmax", {sc}, DType::F32, bhss);
+  uint32_t pd = f.op("tfm.dropout", {probs}, DType::F32, bhss, {{"rate", AttrValue::ofFloat(0.1)}});
+  uint32_t ctx = f.op("tfm.batch_matmul", {pd, v}, DType::F32, bhsk);
+  uint32_t merged = f.op("tfm.merge_heads", {ctx}, DType::F32, bsd);
+  uint32_t o = f.op("tfm.linear", {merged, f.param("out_proj.weight", {d, d}), f.param("out_proj.bias", {d}, ParamInit::Zeros)},
+                    DType::F32, bsd, layout);
+  uint32_t y = f.op("tfm.add_layer_norm",
+                    {x, o, f.param("norm.weight", {d}, ParamInit::Ones), f.param("norm.bias", {d}, ParamInit::Zeros)},
+                    DType::F32, bsd, {{"epsilon", AttrValue::ofFloat(1e-5)}});
+  Attrs tied = layout;
+  tied["transpose_b"] = AttrValue::ofInt(1);
+  uint32_t logits = f.op("tfm.matmul", {y, emb}, DType::F32, {kDyn, kDyn, k.vocab}, tied);
+  uint32_t loss = f.op("tfm.label_smoothed_xent", {logits, tgt}, DType::F32, {},
+                       {{"smoothing", AttrValue::ofFloat(k.smoothing)}, {"pad_id", AttrValue::ofInt(0)}});
+  f.output(logits);
+  f.output(loss);
+  f.output(probs);
+  f.finish();
+  return a;
+}
+
+class FusedAttention : public ::testing::TestWithParam<std::tuple<KernelBackend, bool>> {};
+
+TEST_P(FusedAttention, MatchesIndependentImplementation) {
+  const auto [backend, packed] = GetParam();
+  AttnDims k;
+  Artifact a = fusedAttentionArtifact(k, packed);
+  auto m = loadModel(a, backend);
+  ASSERT_TRUE(m);
+  if (backend == KernelBackend::Dnnl) {
+    const std::string layout = packed ? "packed" : "plain";
+    EXPECT_EQ(m->kernelName("forward", 5), "dnnl.linear." + layout);   // merged QKV
+    EXPECT_EQ(m->kernelName("forward", 19), "dnnl.linear." + layout);  // out_proj
+    EXPECT_EQ(m->kernelName("forward", 20), "fast.add_layer_norm");
+    EXPECT_EQ(m->kernelName("forward", 21), "dnnl.matmul." + layout);  // tied vocabulary projection
+  }
+  // Random biases and norm parameters too, so every operand of the fused ops matters.
+  for (uint64_t seed : {1, 2}) {
+    std::map<std::string, Tensor> weights;
+    for (const ParamInfo &p : a.params) weights[p.name] = randomF32(p.shape, seed * 100 + weights.size(), -0.5f, 0.5f);
+    ASSERT_OK(m->setWeights(weights));
+    for (int64_t S : {5, 9, 2}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", S = " + std::to_string(S));
+      auto in = attentionInputs(S, k.vocab);
+      std::vector<Tensor> out;
+      ASSERT_OK(m->run("forward", in, out));
+      AttnExpected e = attentionByHand(k, *m, in[0], in[1]);
+      EXPECT_TRUE(allClose(out[0], toTensor(e.logits, {3, S, k.vocab}), 1e-4, 1e-4));
+      EXPECT_TRUE(allClose(out[2], toTensor(e.probs, {3, k.heads, S, S}), 1e-5, 1e-4));
+      EXPECT_NEAR(out[1].data<float>()[0], e.loss, 1e-4);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendsAndLayouts, FusedAttention,
+                         ::testing::Combine(::testing::Values(KernelBackend::Reference, KernelBackend::Dnnl), ::testing::Bool()),
+                         [](const auto &info) {
+                           return std::string(backendName(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_packed" : "_plain");
+                         });
+
 TEST(EndToEnd, AttentionBackendsAgree) {
   AttnDims k;
   Artifact a = attentionArtifact(k);
@@ -398,12 +496,11 @@ TEST(Plans, ManyShapesThenBack) {
   EXPECT_TRUE(allClose(again[0], first[0], 0, 0));
 }
 
-TEST(Plans, SteadyStateRunsDoNotAllocate) {
-  FfnDims k;
-  k.d = 64;
-  k.f = 256;
-  k.maxLen = 64;
-  Artifact a = attentionArtifact(AttnDims{50, 64, 4, 64, 0.1});
+class SteadyState : public ::testing::TestWithParam<bool> {};  // unfused / fused (packed)
+
+TEST_P(SteadyState, RunsDoNotAllocate) {
+  const AttnDims dims{50, 64, 4, 64, 0.1};
+  Artifact a = GetParam() ? fusedAttentionArtifact(dims, true) : attentionArtifact(dims);
   for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
     SCOPED_TRACE(backendName(backend));
     auto m = loadModel(a, backend);
@@ -430,6 +527,9 @@ TEST(Plans, SteadyStateRunsDoNotAllocate) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Programs, SteadyState, ::testing::Bool(),
+                         [](const auto &info) { return std::string(info.param ? "fused" : "unfused"); });
 
 TEST(Weights, InitIsDeterministicAndThreadIndependent) {
   AttnDims k;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <sstream>
 
@@ -128,11 +129,38 @@ Tensor sinusoidTable(int64_t rows, int64_t dim) {
                                        << "); first at flat index " << first << ": " << f(a) << " vs " << f(b);
 }
 
+namespace {
+
+// All files of one test process live in <TempDir>/tfmrt_<pid>/, removed when the process's tests
+// end (ctest runs each test in its own process, so each cleans up after itself).
+const std::filesystem::path &tempDir() {
+  static const std::filesystem::path dir = [] {
+    std::filesystem::path d = std::filesystem::path(::testing::TempDir()) / ("tfmrt_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+bool gTempDirUsed = false;
+
+class TempDirCleanup : public ::testing::Environment {
+public:
+  void TearDown() override {
+    if (!gTempDirUsed) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(tempDir(), ignored);
+  }
+};
+
+const auto *gTempDirCleanup = ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
+
+}  // namespace
+
 std::string tempPath(const std::string &name) {
   static std::atomic<int> counter{0};
-  std::ostringstream os;
-  os << ::testing::TempDir() << "tfmrt_" << ::getpid() << "_" << counter++ << "_" << name;
-  return os.str();
+  gTempDirUsed = true;
+  return (tempDir() / (std::to_string(counter++) + "_" + name)).string();
 }
 
 std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend, int threads) {

@@ -47,7 +47,7 @@ Tensor sinusoidTable(int64_t rows, int64_t dim);
 // |a - b| <= atol + rtol * |b| elementwise, same dtype/shape; NaNs never match.
 ::testing::AssertionResult allClose(const Tensor &actual, const Tensor &expected, double atol, double rtol);
 
-// A fresh path under the test temp dir.
+// A fresh path in this test process's temp dir, which is removed when the tests end.
 std::string tempPath(const std::string &name);
 
 std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend, int threads = 0);

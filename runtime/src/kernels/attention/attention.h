@@ -38,30 +38,43 @@ struct Params {
 };
 
 // Tiling shared by both flash kernels (the driver and the scratch size depend on them).
-constexpr int64_t kQueryTile = 32;   // query rows per task: two 16-lane vectors
+constexpr int64_t kQueryTile = 32;   // query rows per tile: two 16-lane vectors
 constexpr int64_t kKeyChunk = 64;    // visible keys per online-softmax step
 // Tiles with fewer rows than this take the per-row path (vectorised over head_dim): at 1-3 rows
 // the query-lane path would waste >= 13 of its 16 lanes. Sq = 1 (a decoder step) always does.
 constexpr int64_t kMinWideRows = 4;
+// A task of several query tiles copies its visible K and V rows of one head into contiguous
+// per-thread buffers once (when they take at most this much), and every tile reads those. In
+// place, a head's rows are one column block of [B, S, W] rows: W * 4 bytes apart, a power of two
+// for the usual widths, so they fall into 1/8 .. 1/32 of the L1/L2 sets and evict each other.
+constexpr int64_t kPackMaxBytes = int64_t(8) << 20;
 
-// Per-thread scratch of one task, in floats (64-byte multiples).
-size_t scratchFloats(int64_t headDim);
+// Per-thread scratch, in floats from the thread's 64-byte aligned base: tile buffers, a list of
+// the task's visible keys (index + K/V row pointers), packed K/V rows. Depends on head_dim and Sk
+// only, so the driver and the kernels agree on it.
+struct ScratchLayout {
+  size_t list = 0;   // offset of the key list: int32 idx[Sk], then const float *krow[Sk], *vrow[Sk]
+  size_t pack = 0;   // offset of packed K rows [Sk][roundUp16(D)], then V rows (if `packs`)
+  size_t total = 0;  // floats per thread (a multiple of 16)
+  bool packs = false;
+};
+ScratchLayout scratchLayout(int64_t headDim, int64_t sk);
 
-// One task: rows [i0, i0 + rows) of head h of batch b against keys [j0, j1), rows <= kQueryTile.
-// If `m` is null the normalised result goes to o (row stride oStride). Otherwise the partial
-// state of a split key range is stored for mergeSplits(): o = unnormalised sum_j 2^(s_j - m) v_j,
-// m = running max of s = log2(e) * scale * q.k (-inf if no key was visible), l = sum 2^(s_j - m).
+// One task: query rows [i0, i1) of head h of batch b against keys [j0, j1). If `m` is null the
+// normalised result goes to o (row i0 at o, row stride oStride). Otherwise the partial state of a
+// split key range is stored for the driver's merge: o = unnormalised sum_j 2^(s_j - m) v_j, per
+// row m = running max of s = log2(e) * scale * q.k (-inf if no key was visible), l = sum 2^(s_j - m).
 struct TaskOut {
   float *o = nullptr;
   int64_t oStride = 0;
   float *m = nullptr, *l = nullptr;
 };
-using TaskFn = void (*)(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+using TaskFn = void (*)(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                         float *scratch, const TaskOut &out);
 
-void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                 float *scratch, const TaskOut &out);   // attention_avx512.cpp (needs avx512f/vl/dq + fma)
-void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *scratch, const TaskOut &out);  // attention_portable.cpp
 
 enum class Impl { Avx512, Portable };
@@ -71,7 +84,8 @@ const char *implName(Impl impl);
 // Knobs of the driver; defaults are what the runtime uses. Tests force split-K with them.
 struct DriverOptions {
   int threads = 0;       // 0 = omp_get_max_threads()
-  int64_t splitK = 0;    // key-range splits per (b, h, query tile); 0 = automatic
+  int64_t splitK = 0;    // key-range splits per task; 0 = automatic
+  int64_t tilesPerTask = 0;  // query tiles per task; 0 = automatic
 };
 
 // Grow-only per-call buffers owned by the kernel (steady-state runs do not allocate).

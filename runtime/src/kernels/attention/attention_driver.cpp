@@ -18,7 +18,10 @@ namespace {
 
 // Below this many multiply-adds (B*H*Sq*Sk*head_dim, i.e. half the op's FMAs) a single thread
 // beats an OpenMP region: fork/join costs microseconds and stalls for milliseconds on a busy box.
+// 2^20 is ~20 us of the wide path. The row path (Sq < kMinWideRows, decoding) streams 8 bytes of
+// K/V per multiply-add from memory, so 2^15 (256 KB of K/V) already takes ~20 us there.
 constexpr int64_t kParallelMinMacs = int64_t(1) << 20;
+constexpr int64_t kParallelMinMacsRowPath = int64_t(1) << 15;
 // A key split shorter than this does not pay for its partial state and the merge.
 constexpr int64_t kMinSplitKeys = 256;
 // Enough tasks per thread that dynamic scheduling evens out causal / padded tiles.
@@ -28,15 +31,20 @@ constexpr size_t roundUp16(size_t n) { return (n + 15) / 16 * 16; }
 
 }  // namespace
 
-size_t scratchFloats(int64_t headDim) {
-  const size_t D = size_t(headDim);
-  // Wide path of the AVX-512 kernel (the larger user): Qt + Ot [D][32], St [kKeyChunk][32],
-  // two pointer arrays and an index array of kKeyChunk. The row path and the 16-lane portable
-  // kernel need less.
-  const size_t wide = 2 * D * kQueryTile + size_t(kKeyChunk) * kQueryTile + 2 * size_t(kKeyChunk) * 2 +
-                      size_t(kKeyChunk);
+ScratchLayout scratchLayout(int64_t headDim, int64_t sk) {
+  const size_t D = size_t(headDim), keys = size_t(std::max<int64_t>(sk, 0));
+  // Tile buffers of the AVX-512 wide path (the largest user): Qt + Ot [D][32], St [kKeyChunk][32].
+  // The row path (q, acc, scores, kKeyChunk indices) and the 16-lane portable kernel need less.
+  const size_t wide = 2 * D * kQueryTile + size_t(kKeyChunk) * kQueryTile;
   const size_t row = 2 * roundUp16(D) + 2 * size_t(kKeyChunk);
-  return roundUp16(std::max(wide, row) + 16);
+  ScratchLayout l;
+  l.list = roundUp16(std::max(wide, row));
+  const size_t listFloats = roundUp16(keys + 4 * keys + 16);  // int32 idx + two 8-byte pointers per key
+  l.pack = l.list + listFloats;
+  const size_t packFloats = 2 * keys * roundUp16(D);
+  l.packs = packFloats * sizeof(float) <= size_t(kPackMaxBytes);
+  l.total = l.pack + (l.packs ? packFloats : 0);
+  return l;
 }
 
 bool cpuHasAvx512() {
@@ -68,13 +76,24 @@ void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
   const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : taskPortable;
 
   const int64_t nQt = (Sq + kQueryTile - 1) / kQueryTile;
-  const int64_t groups = B * H * nQt;  // (b, h, query tile)
   const int threads = std::max(1, opts.threads > 0 ? opts.threads : omp_get_max_threads());
-  const bool parallel = threads > 1 && B * H * Sq * Sk * D >= kParallelMinMacs;
+  const bool parallel =
+      threads > 1 && B * H * Sq * Sk * D >= (Sq < kMinWideRows ? kParallelMinMacsRowPath : kParallelMinMacs);
+  const int workers = parallel ? threads : 1;
 
-  // Key splits (flash-decoding): when (b, h, tile) groups cannot keep every thread busy, e.g. a
-  // decoder step with Sq = 1 and small B*H against a long cache, each group's keys are cut into
-  // ranges whose partial softmax states are merged afterwards.
+  // A task is a run of query tiles of one (b, h): the kernel gathers (and packs) the visible K/V
+  // rows once per task, so tasks are as long as load balance allows: about kTasksPerThread tasks
+  // per thread.
+  int64_t tilesPerTask = opts.tilesPerTask;
+  if (tilesPerTask <= 0) tilesPerTask = std::max<int64_t>(1, B * H * nQt / (kTasksPerThread * workers));
+  tilesPerTask = std::min(tilesPerTask, nQt);
+  const int64_t rowsPerTask = tilesPerTask * kQueryTile;
+  const int64_t nRanges = (nQt + tilesPerTask - 1) / tilesPerTask;  // tasks per (b, h)
+  const int64_t groups = B * H * nRanges;
+
+  // Key splits (flash-decoding): when the groups cannot keep every thread busy, e.g. a decoder
+  // step with Sq = 1 and small B*H against a long cache, each group's keys are cut into ranges
+  // whose partial softmax states are merged afterwards.
   int64_t splits = opts.splitK;
   if (splits <= 0) {
     splits = 1;
@@ -84,59 +103,60 @@ void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
   splits = std::max<int64_t>(1, std::min(splits, std::max<int64_t>(Sk, 1)));
   const int64_t keysPerSplit = (Sk + splits - 1) / std::max<int64_t>(splits, 1);
 
-  const size_t perThread = scratchFloats(D);
-  const size_t perPartial = roundUp16(size_t(kQueryTile * D + 2 * kQueryTile));
+  const size_t perThread = scratchLayout(D, Sk).total;
+  const size_t perPartial = roundUp16(size_t(rowsPerTask * D + 2 * rowsPerTask));
   const int64_t nTasks = groups * splits;
-  float *base = ws.get(perThread * size_t(threads) + (splits > 1 ? perPartial * size_t(nTasks) : 0));
-  float *partials = base + perThread * size_t(threads);
+  float *base = ws.get(perThread * size_t(workers) + (splits > 1 ? perPartial * size_t(nTasks) : 0));
+  float *partials = base + perThread * size_t(workers);
 
-  // Group g -> (b, h, query tile); tiles are visited last-first so causal tasks (later tiles see
-  // more keys) start with the longest ones.
-  auto decode = [&](int64_t g, int64_t &b, int64_t &h, int64_t &i0, int64_t &rows) {
-    const int64_t qt = nQt - 1 - g % nQt, bh = g / nQt;
+  // Group g -> (b, h, query rows [i0, i1)); ranges are visited last-first so causal tasks (later
+  // rows see more keys) start with the longest ones.
+  auto decode = [&](int64_t g, int64_t &b, int64_t &h, int64_t &i0, int64_t &i1) {
+    const int64_t range = nRanges - 1 - g % nRanges, bh = g / nRanges;
     b = bh / H;
     h = bh % H;
-    i0 = qt * kQueryTile;
-    rows = std::min(kQueryTile, Sq - i0);
+    i0 = range * rowsPerTask;
+    i1 = std::min(Sq, i0 + rowsPerTask);
   };
 
-#pragma omp parallel num_threads(parallel ? threads : 1)
+#pragma omp parallel num_threads(workers)
   {
     float *scratch = base + perThread * size_t(omp_get_thread_num());
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < nTasks; ++t) {
-      int64_t b, h, i0, rows;
-      decode(t / splits, b, h, i0, rows);
+      int64_t b, h, i0, i1;
+      decode(t / splits, b, h, i0, i1);
       if (splits == 1) {
-        task(p, b, h, i0, rows, 0, Sk, scratch, TaskOut{p.out + (b * Sq + i0) * outW + h * D, outW, nullptr, nullptr});
+        task(p, b, h, i0, i1, 0, Sk, scratch, TaskOut{p.out + (b * Sq + i0) * outW + h * D, outW, nullptr, nullptr});
       } else {
         const int64_t s = t % splits;
         float *part = partials + perPartial * size_t(t);
         const int64_t j0 = s * keysPerSplit, j1 = std::min(Sk, j0 + keysPerSplit);
-        task(p, b, h, i0, rows, j0, j1, scratch,
-             TaskOut{part, D, part + kQueryTile * D, part + kQueryTile * D + kQueryTile});
+        task(p, b, h, i0, i1, j0, j1, scratch,
+             TaskOut{part, D, part + rowsPerTask * D, part + rowsPerTask * D + rowsPerTask});
       }
     }
     if (splits > 1) {
       // Merge: with M = max_s m_s and w_s = 2^(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s.
 #pragma omp for schedule(static)
       for (int64_t g = 0; g < groups; ++g) {
-        int64_t b, h, i0, rows;
-        decode(g, b, h, i0, rows);
+        int64_t b, h, i0, i1;
+        decode(g, b, h, i0, i1);
         const float *first = partials + perPartial * size_t(g * splits);
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = 0; r < i1 - i0; ++r) {
           float *o = p.out + (b * Sq + i0 + r) * outW + h * D;
           float M = -std::numeric_limits<float>::infinity();
-          for (int64_t s = 0; s < splits; ++s) M = std::max(M, first[perPartial * size_t(s) + size_t(kQueryTile * D + r)]);
+          for (int64_t s = 0; s < splits; ++s)
+            M = std::max(M, first[perPartial * size_t(s) + size_t(rowsPerTask * D + r)]);
           std::fill(o, o + D, 0.0f);
           if (M == -std::numeric_limits<float>::infinity()) continue;  // no visible key at all
           float L = 0.0f;
           for (int64_t s = 0; s < splits; ++s) {
             const float *part = first + perPartial * size_t(s);
-            const float ms = part[kQueryTile * D + r];
+            const float ms = part[rowsPerTask * D + r];
             if (ms == -std::numeric_limits<float>::infinity()) continue;
             const float w = std::exp2(ms - M);
-            L += w * part[kQueryTile * D + kQueryTile + r];
+            L += w * part[rowsPerTask * D + rowsPerTask + r];
             for (int64_t d = 0; d < D; ++d) o[d] += w * part[r * D + d];
           }
           const float inv = 1.0f / L;  // L >= 1: the split holding M contributes 2^0 * (l >= 1)

@@ -28,12 +28,13 @@ inline float bitsToFloat(int32_t i) {
   return f;
 }
 
-// 2^x for x <= 0; x < -126, -inf and NaN give exactly 0. Same polynomial as the AVX-512 kernel;
-// rounding by the 1.5 * 2^23 trick and 2^n via the exponent field, so it vectorises with SSE2.
+// 2^x for x <= 0; x < -125, -inf and NaN give exactly 0 (no denormal results). Same polynomial
+// as the AVX-512 kernel; rounding by the 1.5 * 2^23 trick and 2^n via the exponent field, so it
+// vectorises with SSE2.
 #pragma omp declare simd
 inline float exp2p(float x) {
-  const bool live = x >= -126.0f;
-  const float xc = live ? x : -126.0f;
+  const bool live = x >= -125.0f;
+  const float xc = live ? x : -125.0f;
   const float n = (xc + 12582912.0f) - 12582912.0f;
   const float f = xc - n;
   float p = 1.535336188319500e-4f;
@@ -47,21 +48,29 @@ inline float exp2p(float x) {
   return live ? p * scale : 0.0f;
 }
 
-struct Layout {
-  float *Qt, *Ot, *St;  // [D][kW], [D][kW], [kKeyChunk][kW]
-  const float **krow, **vrow;
-  int32_t *idx;
+// The visible keys of a task, ascending, gathered once per task into the scratch key list.
+struct KeyList {
+  const int32_t *idx;
+  const float *const *krow;
+  const float *const *vrow;
+  int64_t n;
 };
 
-Layout layoutOf(float *scratch, int64_t D) {
-  Layout s;
-  s.Qt = scratch;
-  s.Ot = s.Qt + D * kW;
-  s.St = s.Ot + D * kW;
-  s.krow = reinterpret_cast<const float **>(s.St + kKeyChunk * kW);
-  s.vrow = s.krow + kKeyChunk;
-  s.idx = reinterpret_cast<int32_t *>(s.vrow + kKeyChunk);
-  return s;
+KeyList buildKeyList(const Params &p, int64_t b, int64_t h, int64_t j0, int64_t j1, float *scratch,
+                     const ScratchLayout &lay) {
+  int32_t *idx = reinterpret_cast<int32_t *>(scratch + lay.list);
+  const float **krow = reinterpret_cast<const float **>(scratch + lay.list + (p.sk + 15) / 16 * 16);
+  const float **vrow = krow + p.sk;
+  const uint8_t *keep = p.keep + b * p.sk;
+  int64_t n = 0;
+  for (int64_t j = std::max<int64_t>(j0, 0); j < j1; ++j)
+    if (keep[j]) {
+      idx[n] = int32_t(j);
+      krow[n] = p.kRow(b, j, h);
+      vrow[n] = p.vRow(b, j, h);
+      ++n;
+    }
+  return {idx, krow, vrow, n};
 }
 
 inline int gatherKeys(const uint8_t *keep, int64_t &j, int64_t jEnd, int32_t *idx) {
@@ -110,42 +119,40 @@ inline void pvBlock(float *Ot, const float *St, const float *const *vrow, int nk
 }
 
 // Rows [i0, i0 + rows), rows <= kW, vectorised over query lanes.
-void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
-              float *scratch, const TaskOut &out) {
+void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, const KeyList &keys, float *scratch,
+              const TaskOut &out) {
   const int64_t D = p.headDim;
-  const Layout s = layoutOf(scratch, D);
+  float *Qt = scratch, *Ot = Qt + D * kW, *St = Ot + D * kW;  // [D][kW], [D][kW], [kKeyChunk][kW]
   const float c = p.scale * kLog2e;
   for (int64_t r = 0; r < kW; ++r) {
     const float *qr = r < rows ? p.qRow(b, i0 + r, h) : nullptr;
-    for (int64_t d = 0; d < D; ++d) s.Qt[d * kW + r] = qr ? qr[d] * c : 0.0f;
+    for (int64_t d = 0; d < D; ++d) Qt[d * kW + r] = qr ? qr[d] * c : 0.0f;
   }
-  std::memset(s.Ot, 0, sizeof(float) * size_t(D * kW));
+  std::memset(Ot, 0, sizeof(float) * size_t(D * kW));
   float m[kW], l[kW], alpha[kW], base[kW], mx[kW], sum[kW];
   for (int64_t x = 0; x < kW; ++x) m[x] = kNegInf, l[x] = 0.0f;
 
-  const uint8_t *keep = p.keep + b * p.sk;
   const int64_t shift = p.causalShift();
-  const int64_t jEnd = p.causal ? std::min(j1, i0 + rows + shift) : j1;
   const int64_t firstRowLimit = i0 + shift;
-  const int64_t jAll = p.causal ? firstRowLimit + 1 : j1;
-  int64_t j = std::max<int64_t>(j0, 0);
-  while (j < jEnd) {
-    const int nk = gatherKeys(keep, j, jEnd, s.idx);
-    if (nk == 0) break;
-    for (int r = 0; r < nk; ++r) {
-      s.krow[r] = p.kRow(b, s.idx[r], h);
-      s.vrow[r] = p.vRow(b, s.idx[r], h);
-    }
+  const int64_t jAll = p.causal ? firstRowLimit + 1 : p.sk;
+  // The list is ascending: cut it at the causal limit of the pass's last row.
+  const int64_t nVis =
+      p.causal ? std::lower_bound(keys.idx, keys.idx + keys.n, i0 + rows + shift) - keys.idx : keys.n;
+  for (int64_t r0 = 0; r0 < nVis; r0 += kKeyChunk) {
+    const int nk = int(std::min(kKeyChunk, nVis - r0));
+    const int32_t *idx = keys.idx + r0;
+    const float *const *krow = keys.krow + r0;
+    const float *const *vrow = keys.vrow + r0;
     int r = 0;
     for (; r + kR <= nk; r += kR)
-      scoreBlock<kR>(s.Qt, s.krow + r, s.idx + r, D, s.St + r * kW, s.idx[r + kR - 1] >= jAll, firstRowLimit);
-    for (; r < nk; ++r) scoreBlock<1>(s.Qt, s.krow + r, s.idx + r, D, s.St + r * kW, s.idx[r] >= jAll, firstRowLimit);
+      scoreBlock<kR>(Qt, krow + r, idx + r, D, St + r * kW, idx[r + kR - 1] >= jAll, firstRowLimit);
+    for (; r < nk; ++r) scoreBlock<1>(Qt, krow + r, idx + r, D, St + r * kW, idx[r] >= jAll, firstRowLimit);
 
 #pragma omp simd
     for (int64_t x = 0; x < kW; ++x) mx[x] = m[x], sum[x] = 0.0f;
     for (int rr = 0; rr < nk; ++rr)
 #pragma omp simd
-      for (int64_t x = 0; x < kW; ++x) mx[x] = std::max(mx[x], s.St[rr * kW + x]);
+      for (int64_t x = 0; x < kW; ++x) mx[x] = std::max(mx[x], St[rr * kW + x]);
 #pragma omp simd
     for (int64_t x = 0; x < kW; ++x) {
       base[x] = mx[x] == kNegInf ? 0.0f : mx[x];  // nothing visible yet: exp2(-inf - 0) = 0
@@ -155,21 +162,21 @@ void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, i
     for (int rr = 0; rr < nk; ++rr)
 #pragma omp simd
       for (int64_t x = 0; x < kW; ++x) {
-        const float pr = exp2p(s.St[rr * kW + x] - base[x]);
-        s.St[rr * kW + x] = pr;
+        const float pr = exp2p(St[rr * kW + x] - base[x]);
+        St[rr * kW + x] = pr;
         sum[x] += pr;
       }
 #pragma omp simd
     for (int64_t x = 0; x < kW; ++x) l[x] = l[x] * alpha[x] + sum[x];
 
     int64_t d = 0;
-    for (; d + kR <= D; d += kR) pvBlock<kR>(s.Ot, s.St, s.vrow, nk, d, alpha);
-    for (; d < D; ++d) pvBlock<1>(s.Ot, s.St, s.vrow, nk, d, alpha);
+    for (; d + kR <= D; d += kR) pvBlock<kR>(Ot, St, vrow, nk, d, alpha);
+    for (; d < D; ++d) pvBlock<1>(Ot, St, vrow, nk, d, alpha);
   }
   for (int64_t r = 0; r < rows; ++r) {
     float *o = out.o + r * out.oStride;
     const float sc = out.m ? 1.0f : (l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
-    for (int64_t d = 0; d < D; ++d) o[d] = s.Ot[d * kW + r] * sc;
+    for (int64_t d = 0; d < D; ++d) o[d] = Ot[d * kW + r] * sc;
     if (out.m) out.m[r] = m[r], out.l[r] = l[r];
   }
 }
@@ -226,13 +233,17 @@ void rowPass(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64
 
 }  // namespace
 
-void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t j1,
+void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *scratch, const TaskOut &out) {
+  const int64_t rows = i1 - i0;
+  const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
+  KeyList keys{nullptr, nullptr, nullptr, 0};
+  if (rows >= kMinWideRows) keys = buildKeyList(p, b, h, j0, j1, scratch, lay);
   for (int64_t r0 = 0; r0 < rows; r0 += kW) {
     const int64_t n = std::min(kW, rows - r0);
     TaskOut sub{out.o + r0 * out.oStride, out.oStride, out.m ? out.m + r0 : nullptr, out.m ? out.l + r0 : nullptr};
     if (n >= kMinWideRows) {
-      widePass(p, b, h, i0 + r0, n, j0, j1, scratch, sub);
+      widePass(p, b, h, i0 + r0, n, keys, scratch, sub);
     } else {
       for (int64_t r = 0; r < n; ++r)
         rowPass(p, b, h, i0 + r0 + r, j0, j1, scratch, sub.o + r * sub.oStride, sub.m ? sub.m + r : nullptr,

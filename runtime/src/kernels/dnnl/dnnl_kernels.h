@@ -16,10 +16,12 @@ using DnnlContextPtr = std::unique_ptr<DnnlContext, DnnlContextDeleter>;
 // One CPU engine + stream, shared by all kernels of a Model.
 Status createDnnlContext(DnnlContextPtr &out);
 
-void registerDnnlMatmul(KernelRegistry &r);
+void registerDnnlMatmul(KernelRegistry &r);  // tfm.matmul and tfm.linear, plain and packed
 void registerDnnlBatchMatmul(KernelRegistry &r);
 void registerDnnlSoftmax(KernelRegistry &r);
-void registerFastLayerNorm(KernelRegistry &r);
+void registerFastLayerNorm(KernelRegistry &r);   // layer_norm, add_layer_norm
+void registerFastElementwise(KernelRegistry &r);  // scale, relu, gelu, add, bias_add, mask
+void registerFastCopy(KernelRegistry &r);         // split_heads, merge_heads, slice_last
 
 inline KernelKey dnnlKey(const char *op, DType dtype = DType::F32) {
   return {op, dtype, Layout::Plain, KernelBackend::Dnnl};

@@ -1,12 +1,23 @@
-// tfm.matmul on oneDNN. The primitive is created once at load with a run-time M
-// (DNNL_RUNTIME_DIM_VAL), so any batch x length runs without re-creating it. When B is a weight
-// (parameter or constant with static dims) oneDNN picks the weight layout (format_tag::any) and
-// the weight is reordered into it once per weights version: measured ~1.2-1.8x faster than
-// plain row-major weights here, most for small M (decoding).
-#include <cstring>
-
+// tfm.matmul and tfm.linear on oneDNN: one kernel class, four registrations.
+//
+//   dnnl.matmul.plain   dnnl.linear.plain   weight read in place (row-major; [N, K] weights through
+//                                           the transposed tag `ba`), never copied
+//   dnnl.matmul.packed  dnnl.linear.packed  weight reordered once per weights version into the
+//                                           primitive's preferred layout (format_tag::any)
+//
+// The primitive is created once at load with a run-time M (DNNL_RUNTIME_DIM_VAL), so any
+// batch x length runs without re-creating it. oneDNN 2.6 then picks its gemm:jit implementation,
+// whose preferred weight layout is row-major [K, N]: for PyTorch's [N, K] weights packing is a
+// transpose, measured 1.2-2.4x faster than reading through `ba` for M >= 32 here. (The blocked
+// brgemm layouts need a static M in 2.6.)
+//
+// tfm.linear epilogue: the bias is the matmul bias ({1, N}); relu / gelu are eltwise post-ops
+// (gelu_erf). The residual cannot be a binary post-op: 2.6 rejects binary post-ops with run-time
+// dims. Without an activation it is copied into the output and added by a sum post-op (the GEMM
+// accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
+// implementation) it is added by a vectorised loop after the GEMM.
 #include "kernels/dnnl/dnnl_context.h"
-#include "kernels/kernel_util.h"
+#include "kernels/dnnl/fast_util.h"
 #include "op_schema.h"
 
 namespace tfmrt {
@@ -17,89 +28,165 @@ using tag = memory::format_tag;
 constexpr memory::dim kRT = DNNL_RUNTIME_DIM_VAL;
 constexpr memory::data_type kF32 = memory::data_type::f32;
 
-class DnnlMatmulKernel final : public Kernel {
+enum class Activation { None, Relu, Gelu };
+
+class DnnlGemmKernel final : public Kernel {
 public:
-  const char *name() const override { return "dnnl.matmul"; }
+  DnnlGemmKernel(bool linear, bool packed) : linear_(linear), packed_(packed) {}
+
+  const char *name() const override {
+    return linear_ ? (packed_ ? "dnnl.linear.packed" : "dnnl.linear.plain")
+                   : (packed_ ? "dnnl.matmul.packed" : "dnnl.matmul.plain");
+  }
 
   Status prepare(const KernelPrepareInfo &info) override {
-    if (!info.dnnl) return internalError("dnnl.matmul needs a oneDNN context");
+    if (!info.dnnl) return internalError(cat(name(), " needs a oneDNN context"));
     ctx_ = info.dnnl;
-    transposeB_ = attrInt(*info.node, "transpose_b") != 0;
-    const ValueInfo &b = *info.inputs[1];
-    const int64_t k = transposeB_ ? b.shape[1] : b.shape[0];
-    const int64_t n = transposeB_ ? b.shape[0] : b.shape[1];
-    constB_ = (b.kind == ValueKind::Parameter || b.kind == ValueKind::Constant) && k >= 0 && n >= 0;
+    const Node &node = *info.node;
+    transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
+    if (linear_) {
+      const std::string act = attrString(node, "activation");
+      act_ = act == "relu" ? Activation::Relu : act == "gelu" ? Activation::Gelu : Activation::None;
+      hasResidual_ = info.inputs.size() == 4;
+    }
+    const std::vector<int64_t> &b = info.inputs[1]->shape;
+    int64_t k = transposeB_ ? b[1] : b[0];
+    if (k < 0) k = info.inputs[0]->shape.back();  // the weight may be an input with a dynamic dim
+    const int64_t n = transposeB_ ? b[0] : b[1];
+    if (packed_ && (!info.knownBeforeRun[1] || k < 0 || n < 0))
+      return internalError(cat("weight_layout 'packed' needs a weight known before run() with a static shape, got '",
+                               info.inputs[1]->name, "' ", shapeStr(b)));
     const memory::dim kd = k >= 0 ? k : kRT, nd = n >= 0 ? n : kRT;
-    const tag btag = transposeB_ ? tag::ba : tag::ab;
     try {
       memory::desc srcMd({kRT, kd}, kF32, tag::ab);
-      memory::desc wMd = constB_ ? memory::desc({kd, nd}, kF32, tag::any) : memory::desc({kd, nd}, kF32, btag);
+      memory::desc plainWMd({kd, nd}, kF32, transposeB_ ? tag::ba : tag::ab);
+      memory::desc wMd = packed_ ? memory::desc({kd, nd}, kF32, tag::any) : plainWMd;
       memory::desc dstMd({kRT, nd}, kF32, tag::ab);
-      auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine);
+      dnnl::post_ops ops;
+      if (act_ == Activation::Relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      if (act_ == Activation::Gelu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      if (hasResidual_ && act_ == Activation::None) ops.append_sum(1.0f);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(ops);
+      auto desc = linear_ ? dnnl::matmul::desc(srcMd, wMd, memory::desc({1, nd}, kF32, tag::ab), dstMd)
+                          : dnnl::matmul::desc(srcMd, wMd, dstMd);
+      auto pd = dnnl::matmul::primitive_desc(desc, attr, ctx_->engine);
       prim_ = dnnl::matmul(pd);
-      if (constB_) {
-        memory::desc plain({kd, nd}, kF32, btag);
-        packed_ = memory(pd.weights_desc(), ctx_->engine);
-        plainB_ = memory(plain, ctx_->engine, nullptr);
-        repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plain, ctx_->engine, pd.weights_desc()));
+      // When the preferred layout is the given one (matmul with b [K, N]), "packing" would be a
+      // plain copy: read the weight in place instead.
+      if (packed_ && pd.weights_desc() != plainWMd) {
+        packedW_ = memory(pd.weights_desc(), ctx_->engine);
+        plainW_ = memory(plainWMd, ctx_->engine, nullptr);
+        repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc()));
+        repacks_ = true;
       }
     } catch (const dnnl::error &e) {
-      return dnnlError("matmul primitive creation", e);
+      return dnnlError(linear_ ? "linear primitive creation" : "matmul primitive creation", e);
+    }
+    return Status::OK();
+  }
+
+  Status prepareWeights(const KernelArgs &a) override {
+    if (!repacks_ || !a.inputs[1].data) return Status::OK();
+    try {
+      repack(a.inputs[1].data, a.weightsVersion);
+    } catch (const dnnl::error &e) {
+      return dnnlError("weight reorder", e);
     }
     return Status::OK();
   }
 
   Status run(const KernelArgs &a) override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
-    const int64_t m = rowsOf(A), k = A.dim(-1), n = C.dim(-1);
+    // Rows from the result: with K = 0 the input has no elements but the result has rows.
+    const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
     if (m == 0 || n == 0) return Status::OK();
+    const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
     if (k == 0) {  // empty contraction: oneDNN is not asked to handle it
-      std::memset(C.data, 0, size_t(m * n) * sizeof(float));
+      emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
       return Status::OK();
     }
     try {
-      if (constB_ && (packedVersion_ != a.weightsVersion || packedFrom_ != B.data)) {
-        plainB_.set_data_handle(B.data);
-        repack_.execute(ctx_->stream, plainB_, packed_);
-        packedVersion_ = a.weightsVersion;
-        packedFrom_ = B.data;
-      }
+      // Normally packed by prepareWeights; this covers weights swapped without it.
+      if (repacks_ && (packedVersion_ != a.weightsVersion || packedFrom_ != B.data)) repack(B.data, a.weightsVersion);
       if (m != m_ || k != k_ || n != n_) {  // new run-time dims: new memory objects, same primitive
         srcMem_ = memory({{m, k}, kF32, tag::ab}, ctx_->engine, nullptr);
         dstMem_ = memory({{m, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-        wMem_ = constB_ ? packed_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, nullptr);
+        wMem_ = repacks_ ? packedW_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, nullptr);
         args_ = {{DNNL_ARG_SRC, srcMem_.get()}, {DNNL_ARG_WEIGHTS, wMem_.get()}, {DNNL_ARG_DST, dstMem_.get()}};
+        if (linear_) {
+          biasMem_ = memory({{1, n}, kF32, tag::ab}, ctx_->engine, nullptr);
+          args_.push_back({DNNL_ARG_BIAS, biasMem_.get()});
+        }
         m_ = m, k_ = k, n_ = n;
       }
       srcMem_.set_data_handle(A.data);
       dstMem_.set_data_handle(C.data);
-      if (!constB_) wMem_.set_data_handle(B.data);
+      if (!repacks_) wMem_.set_data_handle(B.data);
+      if (linear_) biasMem_.set_data_handle(a.inputs[2].data);
+      // The sum post-op accumulates onto the output: start it from the residual.
+      if (residual && act_ == Activation::None) fast::copy(residual, C.data, size_t(m * n) * sizeof(float));
       dnnlExecute(prim_, ctx_->stream, args_);
       ctx_->stream.wait();
     } catch (const dnnl::error &e) {
-      return dnnlError("matmul", e);
+      return dnnlError(linear_ ? "linear" : "matmul", e);
     }
+    if (residual && act_ != Activation::None) fast::add(C.as<float>(), residual, C.as<float>(), m * n);
     return Status::OK();
   }
 
 private:
+  void repack(const void *plain, uint64_t version) {
+    plainW_.set_data_handle(const_cast<void *>(plain));
+    repack_.execute(ctx_->stream, plainW_, packedW_);
+    ctx_->stream.wait();
+    packedVersion_ = version;
+    packedFrom_ = plain;
+  }
+
+  // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
+  void emptyContraction(const float *bias, const float *residual, float *y, int64_t m, int64_t n) const {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float v = bias ? bias[j] : 0.0f;
+        if (act_ == Activation::Relu) v = v > 0.0f ? v : 0.0f;
+        if (act_ == Activation::Gelu) v = fast::geluErf(v);
+        y[i * n + j] = v + (residual ? residual[i * n + j] : 0.0f);
+      }
+  }
+
+  const bool linear_, packed_;
   DnnlContext *ctx_ = nullptr;
   bool transposeB_ = false;
-  bool constB_ = false;
+  Activation act_ = Activation::None;
+  bool hasResidual_ = false;
   dnnl::matmul prim_;
-  // Packed weights (constB_ only) and where/when they were packed from.
-  memory packed_, plainB_;
+  // Packed weights and where/when they were packed from (repacks_ only).
+  bool repacks_ = false;
+  memory packedW_, plainW_;
   dnnl::reorder repack_;
   uint64_t packedVersion_ = ~uint64_t(0);
   const void *packedFrom_ = nullptr;
   // Memory objects for the last run-time dims seen; only their data handles change per call.
   int64_t m_ = -1, k_ = -1, n_ = -1;
-  memory srcMem_, dstMem_, wMem_;
+  memory srcMem_, dstMem_, wMem_, biasMem_;
   std::vector<dnnl_exec_arg_t> args_;
 };
 
+template <bool Linear, bool Packed>
+std::unique_ptr<Kernel> makeGemm() {
+  return std::make_unique<DnnlGemmKernel>(Linear, Packed);
+}
+
+KernelKey key(const char *op, Layout layout) { return {op, DType::F32, layout, KernelBackend::Dnnl}; }
+
 }  // namespace
 
-void registerDnnlMatmul(KernelRegistry &r) { r.add(dnnlKey("tfm.matmul"), makeKernel<DnnlMatmulKernel>); }
+void registerDnnlMatmul(KernelRegistry &r) {
+  r.add(key("tfm.matmul", Layout::Plain), makeGemm<false, false>);
+  r.add(key("tfm.matmul", Layout::Packed), makeGemm<false, true>);
+  r.add(key("tfm.linear", Layout::Plain), makeGemm<true, false>);
+  r.add(key("tfm.linear", Layout::Packed), makeGemm<true, true>);
+}
 
 }  // namespace tfmrt

@@ -8,6 +8,8 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerDnnlBatchMatmul(r);
   registerDnnlSoftmax(r);
   registerFastLayerNorm(r);
+  registerFastElementwise(r);
+  registerFastCopy(r);
   registerFastAttention(r);
 }
 

@@ -12,6 +12,7 @@ void registerReferenceKernels(KernelRegistry &r) {
   registerReferenceMask(r);
   registerReferenceSoftmax(r);
   registerReferenceXent(r);
+  registerReferenceFused(r);
   registerReferenceAttention(r);
 }
 

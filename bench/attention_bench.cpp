@@ -1,0 +1,211 @@
+// Attention alone, fused vs unfused, through tfmrt::Model::run on two tiny hand-built artifacts
+// (no compiler, no MLIR): self-attention with a key padding mask, q = k = v length S, H = 8 heads
+// of d_k = 64 (d_model 512), B in {1, 32}, S in {16, 64, 256, 1024, 2048}, 2 threads.
+//
+//   unfused: inputs q, k, v [B, S, 512] + key_keep [B, S]; split_heads x3,
+//            batch_matmul(transpose_b), scale, mask, softmax, batch_matmul, merge_heads
+//   fused:   the same inputs into one tfm.fused_attention node
+//
+// Both get the same inputs. Per benchmark: time, tokens/s (B * S / time) and peak_bytes = the
+// arena of intermediates (activation memory; the inputs are the caller's and identical in both)
+// from tfmrt::planArtifactMemory, i.e. what Model::run allocates. The fused kernel's per-thread
+// tiles (~25 KB per thread, grow-only, owned by the kernel) are not in the arena.
+//
+// Padding: batch row b keeps its first S - (b mod 4) * S / 16 keys (B = 1: no padding), ~9% of the
+// keys on average at B = 32. The unfused chain computes the padded keys and masks them; the fused
+// kernel skips them.
+//
+// Unfused B = 32, S = 2048 would need 2 x 4.3 GB of scores and is not registered.
+// bench/attention_ratios.py runs this with JSON output and prints the fused / unfused ratios.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "tfmrt/artifact.h"
+#include "tfmrt/runtime.h"
+#include "tfmrt/tensor.h"
+
+namespace {
+
+using tfmrt::AttrValue;
+using tfmrt::DType;
+using Shape = std::vector<int64_t>;
+
+constexpr int64_t kHeads = 8, kHeadDim = 64, kModel = kHeads * kHeadDim;
+// 2 threads (the setting); ATTENTION_BENCH_THREADS overrides it for diagnosis.
+int benchThreads() {
+  const char *env = std::getenv("ATTENTION_BENCH_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : 2;
+}
+
+// Minimal artifact builder over the public structs, static shapes (one artifact per shape).
+class Builder {
+public:
+  explicit Builder(const char *name) {
+    artifact_.modelName = name;
+    fn_.name = "forward";
+  }
+  uint32_t input(const std::string &name, DType dtype, Shape shape) {
+    const uint32_t id = value(name, tfmrt::ValueKind::Input, dtype, std::move(shape));
+    fn_.inputs.push_back(id);
+    return id;
+  }
+  uint32_t op(const std::string &op, std::vector<uint32_t> in, Shape shape,
+              std::map<std::string, AttrValue> attrs = {}) {
+    tfmrt::Node n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.attrs = std::move(attrs);
+    n.loc = "attention_bench";
+    n.outputs = {value("%" + std::to_string(fn_.values.size()), tfmrt::ValueKind::Intermediate, DType::F32,
+                       std::move(shape))};
+    fn_.nodes.push_back(std::move(n));
+    return fn_.nodes.back().outputs[0];
+  }
+  tfmrt::Artifact finish(uint32_t output) {
+    fn_.outputs = {output};
+    artifact_.functions = {fn_};
+    return artifact_;
+  }
+
+private:
+  uint32_t value(std::string name, tfmrt::ValueKind kind, DType dtype, Shape shape) {
+    tfmrt::ValueInfo v;
+    v.name = std::move(name);
+    v.kind = kind;
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    fn_.values.push_back(std::move(v));
+    return uint32_t(fn_.values.size() - 1);
+  }
+  tfmrt::Artifact artifact_;
+  tfmrt::EntryFunction fn_;
+};
+
+const double kScale = 1.0 / std::sqrt(double(kHeadDim));
+
+tfmrt::Artifact unfusedArtifact(int64_t B, int64_t S) {
+  Builder f("attention_unfused");
+  const uint32_t q = f.input("q", DType::F32, {B, S, kModel});
+  const uint32_t k = f.input("k", DType::F32, {B, S, kModel});
+  const uint32_t v = f.input("v", DType::F32, {B, S, kModel});
+  const uint32_t keep = f.input("key_keep", DType::Bool, {B, S});
+  const std::map<std::string, AttrValue> heads{{"heads", AttrValue::ofInt(kHeads)}};
+  const Shape split{B, kHeads, S, kHeadDim}, scores{B, kHeads, S, S};
+  const uint32_t qh = f.op("tfm.split_heads", {q}, split, heads);
+  const uint32_t kh = f.op("tfm.split_heads", {k}, split, heads);
+  const uint32_t vh = f.op("tfm.split_heads", {v}, split, heads);
+  uint32_t s = f.op("tfm.batch_matmul", {qh, kh}, scores, {{"transpose_b", AttrValue::ofInt(1)}});
+  s = f.op("tfm.scale", {s}, scores, {{"factor", AttrValue::ofFloat(kScale)}});
+  s = f.op("tfm.mask", {s, keep}, scores, {{"causal", AttrValue::ofInt(0)}});
+  s = f.op("tfm.softmax", {s}, scores);
+  const uint32_t o = f.op("tfm.batch_matmul", {s, vh}, split);
+  return f.finish(f.op("tfm.merge_heads", {o}, {B, S, kModel}));
+}
+
+tfmrt::Artifact fusedArtifact(int64_t B, int64_t S) {
+  Builder f("attention_fused");
+  const uint32_t q = f.input("q", DType::F32, {B, S, kModel});
+  const uint32_t k = f.input("k", DType::F32, {B, S, kModel});
+  const uint32_t v = f.input("v", DType::F32, {B, S, kModel});
+  const uint32_t keep = f.input("key_keep", DType::Bool, {B, S});
+  return f.finish(f.op("tfm.fused_attention", {q, k, v, keep}, {B, S, kModel},
+                       {{"heads", AttrValue::ofInt(kHeads)},
+                        {"head_dim", AttrValue::ofInt(kHeadDim)},
+                        {"q_offset", AttrValue::ofInt(0)},
+                        {"k_offset", AttrValue::ofInt(0)},
+                        {"v_offset", AttrValue::ofInt(0)},
+                        {"scale", AttrValue::ofFloat(kScale)},
+                        {"causal", AttrValue::ofInt(0)}}));
+}
+
+std::vector<tfmrt::Tensor> makeInputs(int64_t B, int64_t S) {
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<tfmrt::Tensor> in;
+  for (int i = 0; i < 3; ++i) {
+    tfmrt::Tensor t(DType::F32, {B, S, kModel});
+    for (int64_t e = 0; e < t.numel(); ++e) t.data<float>()[e] = dist(rng);
+    in.push_back(std::move(t));
+  }
+  tfmrt::Tensor keep(DType::Bool, {B, S});
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = S - (b % 4) * (S / 16);
+    for (int64_t j = 0; j < S; ++j) keep.data<uint8_t>()[b * S + j] = j < len ? 1 : 0;
+  }
+  in.push_back(std::move(keep));
+  return in;
+}
+
+void attention(benchmark::State &state, bool fused, int64_t B, int64_t S) {
+  tfmrt::Artifact artifact = fused ? fusedArtifact(B, S) : unfusedArtifact(B, S);
+
+  // Peak activation memory exactly as Model::run would plan it (the same planner).
+  tfmrt::MemoryPlanSummary plan;
+  tfmrt::Status status = tfmrt::planArtifactMemory(
+      artifact, "forward", {{B, S, kModel}, {B, S, kModel}, {B, S, kModel}, {B, S}}, plan);
+  if (!status.ok()) {
+    state.SkipWithError(status.message().c_str());
+    return;
+  }
+
+  tfmrt::RuntimeOptions options;
+  options.backend = tfmrt::KernelBackend::Dnnl;
+  options.num_threads = benchThreads();
+  std::unique_ptr<tfmrt::Model> model;
+  status = tfmrt::Model::fromArtifact(std::move(artifact), options, model);
+  if (!status.ok()) {
+    state.SkipWithError(status.message().c_str());
+    return;
+  }
+  const std::vector<tfmrt::Tensor> inputs = makeInputs(B, S);
+  std::vector<tfmrt::Tensor> outputs;
+  status = model->run("forward", inputs, outputs);  // plans shapes, allocates the arena, creates primitives
+  if (!status.ok()) {
+    state.SkipWithError(status.message().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    status = model->run("forward", inputs, outputs);
+    if (!status.ok()) {
+      state.SkipWithError(status.message().c_str());
+      return;
+    }
+  }
+  state.SetLabel(fused ? model->kernelName("forward", 0) : "primitive chain");
+  state.counters["tokens/s"] = benchmark::Counter(double(B * S), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_bytes"] = benchmark::Counter(double(plan.arena_bytes), benchmark::Counter::kDefaults,
+                                                    benchmark::Counter::kIs1024);
+  state.counters["threads"] = options.num_threads;
+}
+
+void registerAll() {
+  for (int64_t B : {1, 32})
+    for (int64_t S : {16, 64, 256, 1024, 2048})
+      for (bool fused : {true, false}) {  // side by side, so both see the same machine load
+        if (!fused && B * kHeads * S * S * 4 > (int64_t(2) << 30)) continue;  // > 2 GB of scores
+        const std::string name = std::string("Attention/") + (fused ? "fused" : "unfused") + "/B" +
+                                 std::to_string(B) + "/S" + std::to_string(S);
+        auto *b = benchmark::RegisterBenchmark(name.c_str(), attention, fused, B, S);
+        b->Unit(benchmark::kMillisecond)->UseRealTime();
+        if (B * S * S >= 32 * 1024 * 1024) b->MinTime(2.0);  // ~1 s per unfused call: a few iterations
+      }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  registerAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,90 @@
+// Building blocks of the hand-written kernels of the Dnnl backend ("fast.*").
+//
+// The library is compiled for baseline x86-64 (SSE2) so it runs anywhere; the hot loops are
+// cloned for AVX2 and AVX-512 with GCC's target_clones and the dynamic loader picks the best clone
+// for the CPU once (an ifunc). A clone must not contain an OpenMP parallel region (the outlined
+// body would not inherit the target), so parallel drivers call cloned per-span workers.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernel_util.h"
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
+#define TFMRT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TFMRT_SIMD_CLONES
+#endif
+
+namespace tfmrt::fast {
+
+// Runs body(begin, end) over [0, n) split into one contiguous span per thread (spans a multiple
+// of 16 elements, so vector loops see aligned-size bodies), in parallel only when n >= minParallel.
+template <typename Body>
+void parallelSpans(int64_t n, int64_t minParallel, const Body &body) {
+  if (n <= 0) return;
+  if (n < minParallel || omp_get_max_threads() == 1) {
+    body(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t per = ((n + threads - 1) / threads + 15) / 16 * 16;
+    const int64_t begin = std::min(n, t * per), end = std::min(n, begin + per);
+    if (begin < end) body(begin, end);
+  }
+}
+
+// exp(x) for the vector loops: Cephes' expf (range reduction to [-ln2/2, ln2/2], degree-6
+// polynomial, 2^n through the exponent bits); relative error < 2e-7, branch-free so it vectorises.
+// Inputs below -87.3 give ~1e-38 instead of denormals or 0 (callers only need absolute accuracy).
+inline float expApprox(float x) {
+  x = std::min(88.3762626647949f, std::max(-87.3365478515625f, x));
+  // Round-to-nearest through the 1.5 * 2^23 trick: no libm call, so the loop vectorises.
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float g = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * g + 1.3981999507e-3f;
+  p = p * g + 8.3334519073e-3f;
+  p = p * g + 4.1665795894e-2f;
+  p = p * g + 1.6666665459e-1f;
+  p = p * g + 5.0000001201e-1f;
+  p = p * g * g + g + 1.0f;
+  const int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// Exact-erf GELU, 0.5 x (1 + erf(x / sqrt 2)), with erfc from Abramowitz & Stegun 7.1.26
+// (|error| <= 1.5e-7). For x < 0 the term 1 + erf is taken as erfc(|z|) directly, so there is no
+// cancellation; absolute error of the GELU < 1e-6 for |x| < 10.
+inline float geluErf(float x) {
+  const float z = std::fabs(x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  const float erfcAbs = p * t * expApprox(-z * z);  // erfc(|z|)
+  const float onePlusErf = x < 0.0f ? erfcAbs : 2.0f - erfcAbs;
+  return 0.5f * x * onePlusErf;
+}
+
+// Cloned span workers (fast_elementwise.cpp). `y` may alias `a`.
+void addSpan(const float *a, const float *b, float *y, int64_t n);
+void geluSpan(const float *x, float *y, int64_t n);
+
+// y[i] = a[i] + b[i] over n elements, in parallel when large.
+void add(const float *a, const float *b, float *y, int64_t n);
+// Parallel memcpy for large buffers.
+void copy(const void *src, void *dst, size_t bytes);
+
+}  // namespace tfmrt::fast
