@@ -32,6 +32,16 @@ ColumnSource columnSource(Value splitInput) {
   return {splitInput, 0};
 }
 
+// The activation a projected value was computed from (through slices, bias adds and GEMMs):
+// rows of Q and K index the same positions exactly when their sequences are the same value.
+Value sequenceOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tfm::SliceLastOp, tfm::BiasAddOp, tfm::MatmulOp, tfm::LinearOp>(def)) break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
 // Everything the rewrite needs, or the reason the site does not match.
 struct AttentionMatch {
   tfm::SplitHeadsOp q, k, v;
@@ -78,6 +88,10 @@ AttentionMatch matchAttention(tfm::SoftmaxOp softmax) {
   if (!m.context->hasOneUse()) return fail("the per-head context is used elsewhere");
   m.merge = dyn_cast<tfm::MergeHeadsOp>(*m.context->getUsers().begin());
   if (!m.merge) return fail("the per-head context is not merged by merge_heads");
+  // tfm.mask's causal rule (key j > query i) and the fused op's (j > i + Sk - Sq) agree only
+  // when queries and keys are the same sequence.
+  if (m.mask.getCausal() && sequenceOf(m.q.getInput()) != sequenceOf(m.k.getInput()))
+    return fail("causal mask over queries and keys from different sequences");
   if (m.q.getHeads() != m.k.getHeads() || m.q.getHeads() != m.v.getHeads())
     return fail("Q, K and V are split into different head counts");
   auto headDim = [](tfm::SplitHeadsOp op) {

@@ -77,3 +77,23 @@ func.func @plain_softmax(%x: tensor<?x?x2x?xf32>) -> tensor<?x?x2x?xf32> {
   %p = tfm.softmax %x : tensor<?x?x2x?xf32>
   return %p : tensor<?x?x2x?xf32>
 }
+
+// -----
+// Negative: a causal mask between two different sequences (query i, key j > i) is not the fused
+// op's rule (j > i + Sk - Sq), so it is left alone.
+// CHECK-LABEL: func.func @causal_across_sequences
+// CHECK: tfm.softmax
+// CHECK-NOT: tfm.fused_attention
+// REPORT: remark: fuse-attention: x.attn: not fused: causal mask over queries and keys from different sequences
+func.func @causal_across_sequences(%a: tensor<?x?x8xf32>, %b: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>) -> tensor<?x?x8xf32> {
+  %q = tfm.split_heads %a {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#x)
+  %k = tfm.split_heads %b {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#x)
+  %s = tfm.batch_matmul %q, %k {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32> loc(#x)
+  %s1 = tfm.scale %s {factor = 0.5 : f64} : tensor<?x2x?x?xf32> loc(#x)
+  %s2 = tfm.mask %s1, %keep {causal = true} : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32> loc(#x)
+  %p = tfm.softmax %s2 : tensor<?x2x?x?xf32> loc(#x)
+  %c = tfm.batch_matmul %p, %k : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> loc(#x)
+  %o = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32> loc(#x)
+  return %o : tensor<?x?x8xf32>
+}
+#x = loc("x.attn"("spec.yaml":7:3))

@@ -136,6 +136,10 @@ TEST(Pipeline, FusionListSelectsPasses) {
   EXPECT_EQ(epiloguesOnly["tfm.fused_attention"], 0);
   EXPECT_EQ(epiloguesOnly["tfm.softmax"], 6);
   EXPECT_GT(epiloguesOnly["tfm.linear"], 0);
+  // Without merged projections, Q/K/V are separate tensors; causal self-attention still fuses.
+  auto attentionOnly = opCounts(compileSpec("tiny", "attention"));
+  EXPECT_EQ(attentionOnly["tfm.fused_attention"], 6);
+  EXPECT_EQ(attentionOnly["tfm.concat"], 0);
   auto none = opCounts(compileSpec("tiny", "none"));
   EXPECT_EQ(none["tfm.linear"], 0);
   EXPECT_EQ(none["tfm.concat"], 0);
