@@ -271,6 +271,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FastLayerNorm,
                                            std::make_pair(Shape{2, 5, 512}, 1e-5), std::make_pair(Shape{4, 1000}, 1e-12),
                                            std::make_pair(Shape{17}, 1e-5), std::make_pair(Shape{0, 8}, 1e-5)));
 
+// --- fast label-smoothed cross-entropy ----------------------------------------------------
+
+// Wide logit ranges and vocabularies past the 4096-term chunking, with pad positions.
+class FastXent : public ::testing::TestWithParam<std::tuple<Shape, double, float>> {};
+
+TEST_P(FastXent, MatchesReference) {
+  auto [shape, smoothing, spread] = GetParam();
+  const int64_t V = shape.back(), positions = shape[0] * shape[1];
+  std::vector<int32_t> targets(positions);
+  for (int64_t p = 0; p < positions; ++p) targets[p] = p % 3 == 2 ? 0 : int32_t((p * 7919 + 11) % V);
+  SingleOp op("tfm.label_smoothed_xent",
+              {{randomF32(shape, 21, -spread, spread)}, {Tensor::i32({shape[0], shape[1]}, targets)}},
+              {{"smoothing", AttrValue::ofFloat(smoothing)}, {"pad_id", AttrValue::ofInt(0)}}, DType::F32);
+  op.compare("fast.label_smoothed_xent", 1e-5, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FastXent,
+                         ::testing::Values(std::make_tuple(Shape{1, 1, 5}, 0.1, 3.0f),
+                                           std::make_tuple(Shape{3, 7, 61}, 0.0, 10.0f),
+                                           std::make_tuple(Shape{2, 9, 4097}, 0.1, 30.0f),
+                                           std::make_tuple(Shape{4, 16, 37000}, 0.1, 8.0f)));
+
 // --- reference kernels against hand-computed values ----------------------------------------
 
 Tensor runRef(const std::string &op, std::vector<Operand> operands, Attrs attrs = {}, DType type = DType::F32) {

@@ -10,6 +10,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerFastLayerNorm(r);
   registerFastElementwise(r);
   registerFastCopy(r);
+  registerFastXent(r);
   registerFastAttention(r);
 }
 
