@@ -5,6 +5,7 @@
 #include "format.h"
 #include "kernels/kernel_util.h"
 #include "kernels/reference/reference_kernels.h"
+#include "kernels/xent_common.h"
 #include "op_schema.h"
 
 namespace tfmrt {
@@ -22,10 +23,7 @@ public:
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
     const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
-    for (int64_t p = 0; p < positions; ++p)
-      if (targets[p] != padId_ && (targets[p] < 0 || targets[p] >= V))
-        return invalidArgument(cat("target id ", targets[p], " at flat position ", p, " of targets ",
-                                   shapeStr(*a.inputs[1].shape), " is outside the vocabulary [0, ", V, ")"));
+    TFMRT_RETURN_IF_ERROR(xent::checkTargets(targets, positions, padId_, V, *a.inputs[1].shape));
     double total = 0.0;
     int64_t count = 0;
 #pragma omp parallel for reduction(+ : total, count) if (positions * V >= kParallelMinElements)
@@ -40,9 +38,7 @@ public:
         sumZ += double(z[v]);
       }
       const double lse = mx + std::log(sumExp);
-      const double logpY = double(z[targets[p]]) - lse;
-      const double sumLogp = sumZ - double(V) * lse;
-      total += -(1.0 - smoothing_) * logpY - (smoothing_ / double(V)) * sumLogp;
+      total += xent::positionLoss(double(z[targets[p]]), lse, sumZ, V, smoothing_);
       ++count;
     }
     a.outputs[0].as<float>()[0] = count ? float(total / double(count)) : 0.0f;
