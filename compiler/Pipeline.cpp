@@ -15,10 +15,15 @@
 namespace tfmc {
 
 const char *PipelineOptions::fusionPassNames() {
-  return "merge-projections, attention, epilogues, layouts";
+  return "merge-projections,attention,epilogues,layouts";
 }
 
 bool PipelineOptions::parseFusionList(const std::string &list, std::string &error) {
+  if (list.empty()) {
+    error = std::string("empty list (expected none, all, or a comma list of ") + fusionPassNames() +
+            ")";
+    return false;
+  }
   if (list == "all" || list == "none") {
     bool on = list == "all";
     mergeProjections = fuseAttention = fuseEpilogues = assignLayouts = on;
@@ -28,6 +33,9 @@ bool PipelineOptions::parseFusionList(const std::string &list, std::string &erro
   std::stringstream in(list);
   std::string name;
   while (std::getline(in, name, ',')) {
+    // Accept "a, b" as well as "a,b".
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
     if (name == "merge-projections") mergeProjections = true;
     else if (name == "attention") fuseAttention = true;
     else if (name == "epilogues") fuseEpilogues = true;

@@ -143,9 +143,11 @@ struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
     llvm::SmallPtrSet<Operation *, 3> splits = {m.v, m.k, m.q};
     for (Operation *split : splits) eraseIfDead(split);
 
-    std::string kind = q.tensor == k.tensor ? (causal ? "causal self-attention"
-                                                      : "self-attention, padding mask")
-                                            : "cross-attention, memory mask";
+    // The kind follows the sequences (not the tensors: without merged projections Q and K of a
+    // self-attention are different tensors of one sequence).
+    const bool self = sequenceOf(q.tensor) == sequenceOf(k.tensor);
+    std::string kind = self ? (causal ? "causal self-attention" : "self-attention, padding mask")
+                            : "cross-attention, memory mask";
     std::string reads = q.tensor == k.tensor && k.tensor == v.tensor
                             ? "; Q, K, V read in place from one merged projection"
                             : (k.tensor == v.tensor && q.tensor != k.tensor

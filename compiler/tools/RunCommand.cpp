@@ -9,6 +9,7 @@
 
 #include "Commands.h"
 #include "Pipeline.h"
+#include "SampleIds.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
 
@@ -28,26 +29,17 @@ void makeSampleBatch(const tfmrt::Artifact &a, int64_t batch, int64_t srcLen, in
                 eos = metaInt(a, "model.eos_id", 2);
   const int64_t srcVocab = metaInt(a, "model.src_vocab_size", 8),
                 tgtVocab = metaInt(a, "model.tgt_vocab_size", 8);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto next = [&](int64_t vocab) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    int64_t id;
-    do {
-      id = int64_t((state >> 33) % uint64_t(vocab));
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-    } while (id == pad || id == bos || id == eos);
-    return int32_t(id);
-  };
+  SampleIds srcIds(srcVocab, pad, bos, eos, seed), tgtIds(tgtVocab, pad, bos, eos, seed + 1);
   auto rowLen = [](int64_t len, int64_t b) {
     return std::max<int64_t>(std::min<int64_t>(2, len), len - (3 * b) % (len / 2 + 1));
   };
   std::vector<int32_t> src(batch * srcLen, int32_t(pad)), tgtIn(batch * tgtLen, int32_t(pad)),
       tgtOut(batch * tgtLen, int32_t(pad));
   for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t s = 0, n = rowLen(srcLen, b); s < n; ++s) src[b * srcLen + s] = next(srcVocab);
+    for (int64_t s = 0, n = rowLen(srcLen, b); s < n; ++s) src[b * srcLen + s] = srcIds.next();
     int64_t n = rowLen(tgtLen, b);
     std::vector<int32_t> y(n);
-    for (auto &t : y) t = next(tgtVocab);
+    for (auto &t : y) t = tgtIds.next();
     for (int64_t t = 0; t < n; ++t) {
       tgtIn[b * tgtLen + t] = t == 0 ? int32_t(bos) : y[t - 1];
       tgtOut[b * tgtLen + t] = t == n - 1 ? int32_t(eos) : y[t];
@@ -127,6 +119,12 @@ int runForward(const char *cmd, const RunSettings &rs) {
     int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : metaInt(a, "compile.tgt_len", 16);
     makeSampleBatch(a, batch, srcLen, tgtLen, rs.seed, inputs);
   }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
+      std::cerr << "tfmc " << cmd << ": error: input " << i << " must be I32 [batch, length], got "
+                << inputs[i].describe() << "\n";
+      return 1;
+    }
   const int64_t batch = inputs[0].shape[0];
   const int64_t positions = batch * (inputs[0].shape[1] + inputs[1].shape[1]);
 
@@ -176,12 +174,16 @@ int runForward(const char *cmd, const RunSettings &rs) {
   return 0;
 }
 
-bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
-  auto unknown = cl.unknown({"weights", "seed", "inputs", "batch", "src-len", "tgt-len",
-                             "kernels", "iters", "output", "save-weights", "threads", "o",
-                             "profile", "fusion", "fusion-report", "print-ir-after-all"});
+bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
+                     std::vector<std::string> known) {
+  for (const char *flag : {"weights", "seed", "inputs", "batch", "src-len", "tgt-len", "kernels",
+                           "iters", "output", "save-weights", "threads", "profile"})
+    known.push_back(flag);
+  auto unknown = cl.unknown(known);
   if (!unknown.empty()) {
-    std::cerr << "tfmc " << cmd << ": error: unknown option --" << unknown[0] << "\n";
+    std::cerr << "tfmc " << cmd << ": error: unknown option " << (unknown[0] == "o" ? "-" : "--")
+              << unknown[0] << (unknown[0] == "o" ? " (use --output to save logits and loss)" : "")
+              << "\n";
     return false;
   }
   if (cl.has("weights") && cl.has("seed")) {
@@ -207,7 +209,7 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs) {
 
 int runCommand(const CommandLine &cl) {
   RunSettings rs;
-  if (!readRunSettings("run", cl, rs)) return 2;
+  if (!readRunSettings("run", cl, rs, {})) return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc run: error: expected exactly one artifact (tfmc run <model.tfmx>)\n";
     return 2;
@@ -218,7 +220,8 @@ int runCommand(const CommandLine &cl) {
 
 int demoCommand(const CommandLine &cl) {
   RunSettings rs;
-  if (!readRunSettings("demo", cl, rs)) return 2;
+  if (!readRunSettings("demo", cl, rs, {"o", "fusion", "fusion-report", "print-ir-after-all"}))
+    return 2;
   if (cl.positionals.size() > 1) {
     std::cerr << "tfmc demo: error: expected at most one spec file\n";
     return 2;

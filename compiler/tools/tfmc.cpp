@@ -55,8 +55,8 @@ commands:
   compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
       [--fusion-report] [--print-ir-after-all]
       Import a model spec into the tfm dialect, run the passes and write the compiled artifact
-      (default <spec name>.tfmx). --emit=mlir prints the IR after the passes instead
-      (--fusion=none: as imported). --fusion picks passes: a comma list of merge-projections,
+      (default <spec name>.tfmx). --emit=mlir prints the tfm IR after the passes instead
+      (with --fusion=none: the primitive ops, inference dropout removed, CSE applied). --fusion picks passes: a comma list of merge-projections,
       attention, epilogues, layouts. --fusion-report lists every candidate site, fused or not
       and why, with the spec line it came from.
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]

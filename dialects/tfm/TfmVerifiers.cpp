@@ -59,7 +59,7 @@ LogicalResult ParamOp::verify() {
 }
 
 LogicalResult PositionTableOp::verify() {
-  if (getMaxLen() <= 0 || getDim() <= 0)
+  if (int64_t(getMaxLen()) <= 0 || int64_t(getDim()) <= 0)
     return emitOpError("max_len and dim must be positive");
   if (getDim() % 2 != 0) return emitOpError("sinusoidal tables need an even dim, got ") << getDim();
   return expectShape(*this, getResult(), {getMaxLen(), getDim()});
@@ -235,7 +235,7 @@ LogicalResult FusedAttentionOp::verify() {
   for (auto [v, name] : {std::pair<Value, const char *>{getQ(), "q"}, {getK(), "k"}, {getV(), "v"}})
     if (failed(expectRank(*this, v, 3, name))) return failure();
   if (failed(expectRank(*this, getKeyKeep(), 2, "key_keep"))) return failure();
-  const int64_t heads = getHeads(), dk = getHeadDim();
+  const int64_t heads = int64_t(getHeads()), dk = int64_t(getHeadDim());
   if (heads <= 0 || dk <= 0) return emitOpError("heads and head_dim must be positive");
   auto q = rankedType(getQ()).getShape(), k = rankedType(getK()).getShape(),
        v = rankedType(getV()).getShape(), keep = rankedType(getKeyKeep()).getShape();
@@ -296,8 +296,10 @@ LogicalResult SliceLastOp::verify() {
   auto x = rankedType(getInput()).getShape();
   if (x.empty()) return emitOpError("input must have rank >= 1");
   if (ShapedType::isDynamic(x.back())) return emitOpError("last dimension must be static");
-  if (getOffset() < 0 || getSize() <= 0 || getOffset() + getSize() > x.back())
-    return emitOpError() << "columns [" << getOffset() << ", " << getOffset() + getSize()
+  // I64Attr accessors return uint64_t: compare signed so negative offsets are caught.
+  const int64_t offset = int64_t(getOffset()), size = int64_t(getSize());
+  if (offset < 0 || size <= 0 || offset + size > x.back())
+    return emitOpError() << "columns [" << offset << ", " << offset + size
                          << ") exceed the last dimension " << x.back();
   SmallVector<int64_t> expected(x.begin(), x.end());
   expected.back() = getSize();

@@ -265,3 +265,66 @@ func.func @xent_result(%l: tensor<?x?x9xf32>, %t: tensor<?x?xi32>) {
   %0 = tfm.label_smoothed_xent %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x9xf32>, tensor<?x?xi32>) -> tensor<1xf32>
   return
 }
+
+// -----
+func.func @slice_negative_offset(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{columns [-4, 4) exceed the last dimension 16}}
+  %0 = tfm.slice_last %x {offset = -4, size = 8} : (tensor<?x16xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @slice_past_end(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{columns [12, 20) exceed the last dimension 16}}
+  %0 = tfm.slice_last %x {offset = 12, size = 8} : (tensor<?x16xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @linear_activation(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{activation must be 'none', 'relu' or 'gelu', got 'tanh'}}
+  %0 = tfm.linear %x, %w, %b {activation = "tanh"} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+func.func @linear_layout(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{weight_layout must be 'plain' or 'packed', got 'blocked'}}
+  %0 = tfm.linear %x, %w, %b {weight_layout = "blocked"} : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+func.func @linear_residual(%x: tensor<?x8xf32>, %w: tensor<4x8xf32>, %b: tensor<4xf32>, %r: tensor<?x5xf32>) {
+  // expected-error @+1 {{residual dimension 1 is 5 but must be 4}}
+  %0 = tfm.linear %x, %w, %b, %r : (tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<?x5xf32>) -> tensor<?x4xf32>
+  return
+}
+
+// -----
+func.func @attention_columns(%qkv: tensor<?x?x24xf32>, %keep: tensor<?x?xi1>) {
+  // expected-error @+1 {{v columns [20, 28) exceed its width 24}}
+  %0 = tfm.fused_attention %qkv, %qkv, %qkv, %keep {heads = 2, head_dim = 4, q_offset = 0, k_offset = 8, v_offset = 20, scale = 0.5 : f64} : (tensor<?x?x24xf32>, tensor<?x?x24xf32>, tensor<?x?x24xf32>, tensor<?x?xi1>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @attention_keep_length(%q: tensor<?x?x8xf32>, %kv: tensor<2x7x16xf32>, %keep: tensor<2x6xi1>) {
+  // expected-error @+1 {{key_keep length is 6 but must be 7}}
+  %0 = tfm.fused_attention %q, %kv, %kv, %keep {heads = 2, head_dim = 4, q_offset = 0, k_offset = 0, v_offset = 8, scale = 0.5 : f64} : (tensor<?x?x8xf32>, tensor<2x7x16xf32>, tensor<2x7x16xf32>, tensor<2x6xi1>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @add_layer_norm_types(%a: tensor<?x8xf32>, %b: tensor<?x4xf32>, %g: tensor<8xf32>, %beta: tensor<8xf32>) {
+  // expected-error @+1 {{lhs and rhs must have the same type}}
+  %0 = tfm.add_layer_norm %a, %b, %g, %beta {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<?x4xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @concat_trailing(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>) {
+  // expected-error @+1 {{operand dimension 1 is 6 but must be 8}}
+  %0 = tfm.concat %a, %b : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x8xf32>
+  return
+}
