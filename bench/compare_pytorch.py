@@ -8,6 +8,8 @@ noise hits both. Prints tokens/s of each, the ratio, and the load average.
 import argparse
 import json
 import re
+import shutil
+import tempfile
 import os
 import statistics
 import subprocess
@@ -43,13 +45,26 @@ def run_tfmc(build, spec, shape, min_time):
     return runs[0]["tokens/s"]
 
 
-def run_pytorch(spec, shape, iters, threads):
+def export_weights(build, spec, workdir):
+    """The weights forward_bench uses (seed 1), saved through tfmc so PyTorch runs the same ones."""
+    tfmc = os.path.join(build, "bin", "tfmc")
+    artifact = os.path.join(workdir, spec + ".tfmx")
+    weights = os.path.join(workdir, spec + ".safetensors")
+    subprocess.run([tfmc, "compile", os.path.join(ROOT, "models", spec + ".yaml"), "-o", artifact,
+                    "--quiet"], check=True)
+    subprocess.run([tfmc, "run", artifact, "--seed", "1", "--batch", "1", "--src-len", "2",
+                    "--tgt-len", "2", "--save-weights", weights], check=True,
+                   stdout=subprocess.DEVNULL)
+    return weights
+
+
+def run_pytorch(spec, shape, iters, threads, weights):
     b, s, t = shape
     out = subprocess.run(
         ["/usr/bin/python3", os.path.join(HERE, "pytorch_forward.py"), "--spec",
          os.path.join(ROOT, "models", spec + ".yaml"), "--batch", str(b), "--src-len", str(s),
          "--tgt-len", str(t), "--iters", str(iters), "--warmup", "1", "--threads", str(threads),
-         "--loss"], check=True, capture_output=True, text=True).stdout
+         "--loss", "--weights", weights], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
 
 
@@ -64,17 +79,21 @@ def main():
     args = ap.parse_args()
 
     shape = SHAPES[args.spec]
+    workdir = tempfile.mkdtemp(prefix="tfmc-compare-")
+    weights = export_weights(args.build, args.spec, workdir)
     print(f"spec {args.spec}, batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, "
-          f"forward + loss, f32, {args.threads} threads; load average before: {loadavg()}")
+          f"forward + loss, f32, {args.threads} threads, same weights (seed 1 via tfmc); "
+          f"load average before: {loadavg()}")
     tfmc, torch = [], []
     for r in range(args.rounds):
         tfmc.append(run_tfmc(args.build, args.spec, shape, args.min_time))
-        torch.append(run_pytorch(args.spec, shape, args.iters, args.threads))
+        torch.append(run_pytorch(args.spec, shape, args.iters, args.threads, weights))
         print(f"  round {r + 1}: tfmc {tfmc[-1]:9.0f} tokens/s   pytorch {torch[-1]:9.0f} tokens/s"
               f"   ratio {tfmc[-1] / torch[-1]:.2f}   load {loadavg()}")
     t, p = statistics.median(tfmc), statistics.median(torch)
     print(f"median: tfmc {t:.0f} tokens/s, pytorch {p:.0f} tokens/s, tfmc/pytorch = {t / p:.2f}x "
           f"(load average after: {loadavg()})")
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
