@@ -26,73 +26,6 @@ Attrs linearAttrs(const std::string &act, bool packed) {
   return a;
 }
 
-struct Arg {
-  Tensor t;
-  bool param = false;  // a model weight (static shape) rather than a caller input (all dims dynamic)
-};
-
-// A one-node artifact over the given operands; the result is declared with dynamic dims.
-class OneNode {
-public:
-  OneNode(const std::string &op, const std::vector<Arg> &args, const Attrs &attrs) {
-    artifact_.modelName = "one";
-    FunctionBuilder f(artifact_, "forward");
-    std::vector<uint32_t> ids;
-    std::vector<Shape> shapes;
-    for (size_t i = 0; i < args.size(); ++i) {
-      const std::string name = (args[i].param ? "p" : "in") + std::to_string(i);
-      shapes.push_back(args[i].t.shape);
-      if (args[i].param) {
-        ids.push_back(f.param(name, args[i].t.shape));
-        weights_[name] = args[i].t;
-      } else {
-        ids.push_back(f.input(name, args[i].t.dtype, Shape(args[i].t.shape.size(), kDyn)));
-        inputs_.push_back(args[i].t);
-      }
-    }
-    Node probe;
-    probe.op = op;
-    probe.attrs = attrs;
-    std::vector<const Shape *> ptrs;
-    for (const Shape &s : shapes) ptrs.push_back(&s);
-    Shape out;
-    Status s = inferShape(probe, ptrs, out);
-    EXPECT_TRUE(s.ok()) << s.message();
-    f.output(f.op(op, ids, DType::F32, Shape(out.size(), kDyn), attrs));
-    f.finish();
-  }
-
-  Tensor run(KernelBackend backend, std::string *kernel = nullptr) {
-    auto model = loadModel(artifact_, backend);
-    if (!model) return Tensor();
-    if (!weights_.empty()) {
-      Status s = model->setWeights(weights_);
-      EXPECT_TRUE(s.ok()) << s.message();
-    }
-    std::vector<Tensor> outputs;
-    Status s = model->run("forward", inputs_, outputs);
-    EXPECT_TRUE(s.ok()) << s.message();
-    if (kernel) *kernel = model->kernelName("forward", 0);
-    return outputs.empty() ? Tensor() : outputs[0];
-  }
-
-  // Both backends: the Dnnl one uses `fastKernel` and matches the reference kernel.
-  void compare(const std::string &fastKernel, double atol, double rtol) {
-    std::string refName, fastName;
-    Tensor ref = run(KernelBackend::Reference, &refName);
-    Tensor fast = run(KernelBackend::Dnnl, &fastName);
-    EXPECT_EQ(refName.rfind("reference.", 0), 0u) << refName;
-    EXPECT_EQ(fastName, fastKernel);
-    EXPECT_TRUE(allClose(fast, ref, atol, rtol));
-  }
-
-  const Artifact &artifact() const { return artifact_; }
-
-private:
-  Artifact artifact_;
-  std::map<std::string, Tensor> weights_;
-  std::vector<Tensor> inputs_;
-};
 
 // --- independent double-precision implementations (dialects/tfm/README.md) -------------------
 
@@ -287,8 +220,8 @@ TEST(FusedRegistry, BothLayoutsHaveKernelsOnBothBackends) {
 
 // --- reference kernels by hand ---------------------------------------------------------------
 
-Tensor runRef(const std::string &op, const std::vector<Arg> &args, const Attrs &attrs = {}) {
-  return OneNode(op, args, attrs).run(KernelBackend::Reference);
+Tensor runRef(const std::string &op, const std::vector<Operand> &args, const Attrs &attrs = {}) {
+  return SingleOp(op, args, attrs).run(KernelBackend::Reference);
 }
 
 TEST(FusedReference, LinearByHand) {
@@ -334,20 +267,20 @@ TEST_P(FusedOps, LinearAddLayerNormConcatSlice) {
   for (bool packed : {false, true})
     for (const char *act : {"none", "relu", "gelu"}) {
       SCOPED_TRACE(std::string(act) + (packed ? " packed" : " plain"));
-      Tensor got = OneNode("tfm.linear", {{x}, {w, true}, {b, true}, {r}}, linearAttrs(act, packed)).run(backend);
+      Tensor got = SingleOp("tfm.linear", {{x}, {w, true}, {b, true}, {r}}, linearAttrs(act, packed)).run(backend);
       EXPECT_TRUE(allClose(got, linearExpected(x, w, b, &r, act), 2e-5, 1e-5));
     }
   Tensor a = randomF32({4, 33}, 14, -2, 6), z = randomF32({4, 33}, 15), g = randomF32({33}, 16, 0.5f, 1.5f);
   Tensor be = randomF32({33}, 17);
-  Tensor aln = OneNode("tfm.add_layer_norm", {{a}, {z}, {g, true}, {be, true}}, {}).run(backend);
+  Tensor aln = SingleOp("tfm.add_layer_norm", {{a}, {z}, {g, true}, {be, true}}, {}).run(backend);
   EXPECT_TRUE(allClose(aln, layerNormExpected(a, &z, g, be, 1e-5), 2e-5, 1e-5));
   // Run-time concat (caller inputs) and the slice of its result.
   Tensor c0 = randomF32({2, 5}, 18), c1 = randomF32({3, 5}, 19);
-  Tensor c = OneNode("tfm.concat", {{c0}, {c1}}, {}).run(backend);
+  Tensor c = SingleOp("tfm.concat", {{c0}, {c1}}, {}).run(backend);
   ASSERT_EQ(c.shape, Shape({5, 5}));
   for (int64_t i = 0; i < 25; ++i)
     EXPECT_EQ(c.data<float>()[i], i < 10 ? c0.data<float>()[i] : c1.data<float>()[i - 10]) << i;
-  Tensor s = OneNode("tfm.slice_last", {{c}}, {{"offset", AttrValue::ofInt(3)}, {"size", AttrValue::ofInt(2)}}).run(backend);
+  Tensor s = SingleOp("tfm.slice_last", {{c}}, {{"offset", AttrValue::ofInt(3)}, {"size", AttrValue::ofInt(2)}}).run(backend);
   ASSERT_EQ(s.shape, Shape({5, 2}));
   for (int64_t i = 0; i < 5; ++i)
     for (int64_t j = 0; j < 2; ++j) EXPECT_EQ(s.data<float>()[i * 2 + j], c.data<float>()[i * 5 + 3 + j]);
@@ -378,17 +311,17 @@ TEST_P(LinearLayouts, PlainPackedAndReferenceAgree) {
   Shape outShape = c.x;
   outShape.back() = c.n;
   Tensor r = randomF32(outShape, 24);
-  std::vector<Arg> args{{x}, {w, true}, {b, true}};
+  std::vector<Operand> args{{x}, {w, true}, {b, true}};
   if (c.residual) args.push_back({r});
   const Tensor expected = linearExpected(x, w, b, c.residual ? &r : nullptr, c.act);
   const double atol = 1e-5 * double(k) + 1e-5;
   std::string name;
-  Tensor ref = OneNode("tfm.linear", args, linearAttrs(c.act, false)).run(KernelBackend::Reference, &name);
+  Tensor ref = SingleOp("tfm.linear", args, linearAttrs(c.act, false)).run(KernelBackend::Reference, &name);
   EXPECT_EQ(name, "reference.linear");
   EXPECT_TRUE(allClose(ref, expected, 1e-6, 1e-6));
   for (bool packed : {false, true}) {
     SCOPED_TRACE(packed ? "packed" : "plain");
-    Tensor fast = OneNode("tfm.linear", args, linearAttrs(c.act, packed)).run(KernelBackend::Dnnl, &name);
+    Tensor fast = SingleOp("tfm.linear", args, linearAttrs(c.act, packed)).run(KernelBackend::Dnnl, &name);
     EXPECT_EQ(name, packed ? "dnnl.linear.packed" : "dnnl.linear.plain");
     EXPECT_TRUE(allClose(fast, expected, atol, 1e-4));
     EXPECT_TRUE(allClose(fast, ref, atol, 1e-4));
@@ -423,7 +356,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearLayouts, ::testing::ValuesIn(linearCases(
 // A weight fed by the caller (not a parameter) runs on the plain kernel, any K and N.
 TEST(LinearState, WeightFromTheCaller) {
   Tensor x = randomF32({6, 19}, 31), w = randomF32({11, 19}, 32), b = randomF32({11}, 33), r = randomF32({6, 11}, 34);
-  OneNode op("tfm.linear", {{x}, {w}, {b}, {r}}, linearAttrs("gelu", false));
+  SingleOp op("tfm.linear", {{x}, {w}, {b}, {r}}, linearAttrs("gelu", false));
   op.compare("dnnl.linear.plain", 1e-4, 1e-4);
   EXPECT_TRUE(allClose(op.run(KernelBackend::Dnnl), linearExpected(x, w, b, &r, "gelu"), 1e-4, 1e-4));
 }
@@ -476,18 +409,18 @@ TEST_P(FastElementwise, MatchesReference) {
   const Shape &shape = GetParam();
   Tensor x = randomF32(shape, 41, -8, 8), y = randomF32(shape, 42, -8, 8);
   if (x.numel() > 3) x.data<float>()[0] = 0.0f, x.data<float>()[1] = -20.0f, x.data<float>()[2] = 20.0f;
-  OneNode("tfm.scale", {{x}}, {{"factor", AttrValue::ofFloat(-0.37)}}).compare("fast.scale", 0, 0);
-  OneNode("tfm.relu", {{x}}, {}).compare("fast.relu", 0, 0);
-  OneNode("tfm.gelu", {{x}}, {}).compare("fast.gelu", 1e-6, 2e-6);
-  OneNode("tfm.add", {{x}, {y}}, {}).compare("fast.add", 0, 0);
+  SingleOp("tfm.scale", {{x}}, {{"factor", AttrValue::ofFloat(-0.37)}}).compare("fast.scale", 0, 0);
+  SingleOp("tfm.relu", {{x}}, {}).compare("fast.relu", 0, 0);
+  SingleOp("tfm.gelu", {{x}}, {}).compare("fast.gelu", 1e-6, 2e-6);
+  SingleOp("tfm.add", {{x}, {y}}, {}).compare("fast.add", 0, 0);
   const int64_t n = shape.back();
-  OneNode("tfm.bias_add", {{x}, {randomF32({n}, 43), true}}, {}).compare("fast.bias_add", 0, 0);
+  SingleOp("tfm.bias_add", {{x}, {randomF32({n}, 43), true}}, {}).compare("fast.bias_add", 0, 0);
   if (n > 2)
-    OneNode("tfm.slice_last", {{x}}, {{"offset", AttrValue::ofInt(1)}, {"size", AttrValue::ofInt(n - 2)}})
+    SingleOp("tfm.slice_last", {{x}}, {{"offset", AttrValue::ofInt(1)}, {"size", AttrValue::ofInt(n - 2)}})
         .compare("fast.slice_last", 0, 0);
   if (n > 0) {
     Attrs eps{{"epsilon", AttrValue::ofFloat(1e-5)}};
-    OneNode("tfm.add_layer_norm", {{x}, {y}, {randomF32({n}, 44, 0.5f, 1.5f), true}, {randomF32({n}, 45), true}}, eps)
+    SingleOp("tfm.add_layer_norm", {{x}, {y}, {randomF32({n}, 44, 0.5f, 1.5f), true}, {randomF32({n}, 45), true}}, eps)
         .compare("fast.add_layer_norm", 3e-5, 1e-4);
   }
 }
@@ -499,7 +432,7 @@ TEST(FastElementwiseGelu, DenseSweep) {
   const int64_t count = 40001;
   Tensor x(DType::F32, {count});
   for (int64_t i = 0; i < count; ++i) x.data<float>()[i] = -20.0f + 40.0f * float(i) / float(count - 1);
-  Tensor y = OneNode("tfm.gelu", {{x}}, {}).run(KernelBackend::Dnnl);
+  Tensor y = SingleOp("tfm.gelu", {{x}}, {}).run(KernelBackend::Dnnl);
   double worst = 0;
   for (int64_t i = 0; i < count; ++i) worst = std::max(worst, std::fabs(y.data<float>()[i] - gelu(x.data<float>()[i])) /
                                                                (1e-6 + 1e-6 * std::fabs(gelu(x.data<float>()[i]))));
@@ -512,14 +445,14 @@ TEST_P(FastHeadsAndMask, MatchesReference) {
   const Shape &s = GetParam();
   const int64_t B = s[0], H = s[1], S = s[2], K = s[3];
   Tensor x = randomF32({B, S, H * K}, 51);
-  OneNode("tfm.split_heads", {{x}}, {{"heads", AttrValue::ofInt(H)}}).compare("fast.split_heads", 0, 0);
-  OneNode("tfm.merge_heads", {{randomF32(s, 52)}}, {}).compare("fast.merge_heads", 0, 0);
+  SingleOp("tfm.split_heads", {{x}}, {{"heads", AttrValue::ofInt(H)}}).compare("fast.split_heads", 0, 0);
+  SingleOp("tfm.merge_heads", {{randomF32(s, 52)}}, {}).compare("fast.merge_heads", 0, 0);
   Tensor scores = randomF32({B, H, S, S + 1}, 53);
   Tensor keep = randomIds({B, S + 1}, 0, 2, 54);
   Tensor keepBool(DType::Bool, keep.shape);
   for (int64_t i = 0; i < keep.numel(); ++i) keepBool.data<uint8_t>()[i] = uint8_t(keep.data<int32_t>()[i]);
   for (int causal : {0, 1})
-    OneNode("tfm.mask", {{scores}, {keepBool}}, {{"causal", AttrValue::ofInt(causal)}}).compare("fast.mask", 0, 0);
+    SingleOp("tfm.mask", {{scores}, {keepBool}}, {{"causal", AttrValue::ofInt(causal)}}).compare("fast.mask", 0, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FastHeadsAndMask,

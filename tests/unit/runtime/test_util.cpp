@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include "shape_inference.h"
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -171,6 +173,59 @@ std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend
   Status s = Model::fromArtifact(artifact, options, model);
   EXPECT_TRUE(s.ok()) << s.message();
   return model;
+}
+
+
+SingleOp::SingleOp(const std::string &op, const std::vector<Operand> &operands, const Attrs &attrs,
+                   DType resultType) {
+  artifact_.modelName = "single";
+  FunctionBuilder f(artifact_, "forward");
+  std::vector<uint32_t> ids;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor &t = operands[i].t;
+    shapes.push_back(t.shape);
+    if (operands[i].param) {
+      ids.push_back(f.param("p" + std::to_string(i), t.shape));
+      weights_["p" + std::to_string(i)] = t;
+    } else {
+      ids.push_back(f.input("in" + std::to_string(i), t.dtype, Shape(t.shape.size(), kDyn)));
+      inputs_.push_back(t);
+    }
+  }
+  Node probe;
+  probe.op = op;
+  probe.attrs = attrs;
+  std::vector<const Shape *> ptrs;
+  for (auto &s : shapes) ptrs.push_back(&s);
+  Shape out;
+  Status s = inferShape(probe, ptrs, out);
+  EXPECT_TRUE(s.ok()) << s.message();
+  f.output(f.op(op, ids, resultType, Shape(out.size(), kDyn), attrs));
+  f.finish();
+}
+
+Tensor SingleOp::run(KernelBackend backend, std::string *kernel) {
+  auto model = loadModel(artifact_, backend);
+  if (!model) return Tensor();
+  if (!weights_.empty()) {
+    Status s = model->setWeights(weights_);
+    EXPECT_TRUE(s.ok()) << s.message();
+  }
+  std::vector<Tensor> outputs;
+  Status s = model->run("forward", inputs_, outputs);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (kernel) *kernel = model->kernelName("forward", 0);
+  return outputs.empty() ? Tensor() : outputs[0];
+}
+
+void SingleOp::compare(const std::string &fastKernel, double atol, double rtol) {
+  std::string refName, fastName;
+  Tensor ref = run(KernelBackend::Reference, &refName);
+  Tensor fast = run(KernelBackend::Dnnl, &fastName);
+  EXPECT_EQ(refName.rfind("reference.", 0), 0u) << refName;
+  EXPECT_EQ(fastName, fastKernel);
+  EXPECT_TRUE(allClose(fast, ref, atol, rtol));
 }
 
 }  // namespace tfmrt::test

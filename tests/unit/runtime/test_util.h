@@ -52,6 +52,29 @@ std::string tempPath(const std::string &name);
 
 std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend, int threads = 0);
 
+struct Operand {
+  Tensor t;
+  bool param = false;  // a model weight (static shape) rather than a caller input (all dims dynamic)
+};
+
+// A one-node artifact over the given operands (inputs "in<i>", weights "p<i>"); the result is
+// declared with dynamic dims. Used to test single kernels on both backends.
+class SingleOp {
+public:
+  SingleOp(const std::string &op, const std::vector<Operand> &operands, const Attrs &attrs,
+           DType resultType = DType::F32);
+  // Runs on `backend`; optionally reports the kernel chosen for the node.
+  Tensor run(KernelBackend backend, std::string *kernel = nullptr);
+  // Both backends: the Dnnl one uses `fastKernel` and matches the reference kernel.
+  void compare(const std::string &fastKernel, double atol, double rtol);
+  const Artifact &artifact() const { return artifact_; }
+
+private:
+  Artifact artifact_;
+  std::map<std::string, Tensor> weights_;
+  std::vector<Tensor> inputs_;
+};
+
 }  // namespace tfmrt::test
 
 // Expects a failed status whose message contains every given substring.
