@@ -278,6 +278,26 @@ struct KeyList {
 
 inline int64_t roundUp16(int64_t n) { return (n + 15) / 16 * 16; }
 
+// One online-softmax step for a query row over its nk (>= 1) visible scores s[0, nk) in the log2
+// domain: vmax holds the running max and the new scores' max lanes. Replaces the scores by their
+// exponentials against the new max, updates the running max m and sum l, and returns the factor
+// the row's accumulator must be rescaled by.
+inline float onlineSoftmaxStep(float *s, int nk, __m512 vmax, float &m, float &l) {
+  const float mNew = _mm512_reduce_max_ps(vmax);  // finite: nk >= 1 visible keys
+  const float alpha = _mm_cvtss_f32(_mm512_castps512_ps128(exp2v(_mm512_set1_ps(m - mNew))));
+  m = mNew;
+  __m512 vsum = _mm512_setzero_ps();
+  const __m512 vm = _mm512_set1_ps(mNew);
+  for (int r = 0; r < nk; r += kLanes) {
+    const __mmask16 k = firstLanes(nk - r);
+    const __m512 pr = _mm512_maskz_mov_ps(k, exp2v(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + r), vm)));
+    _mm512_mask_storeu_ps(s + r, k, pr);
+    vsum = _mm512_add_ps(vsum, pr);
+  }
+  l = l * alpha + _mm512_reduce_add_ps(vsum);
+  return alpha;
+}
+
 // Gathers the visible keys of [j0, j1) into the scratch key list; with `pack`, also copies their
 // K and V rows into contiguous [n][roundUp16(D)] buffers (see kPackMaxBytes).
 KeyList buildKeyList(const View &x, int64_t sk, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay,
@@ -445,18 +465,7 @@ void rowTaskFixed(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, 
       _mm512_mask_storeu_ps(s + r, k, sc);
       vmax = _mm512_mask_max_ps(vmax, k, vmax, sc);
     }
-    const float mNew = _mm512_reduce_max_ps(vmax);  // finite: nk >= 1 visible keys
-    const float alpha = _mm_cvtss_f32(_mm512_castps512_ps128(exp2v(_mm512_set1_ps(m - mNew))));
-    m = mNew;
-    __m512 vsum = _mm512_setzero_ps();
-    const __m512 vm = _mm512_set1_ps(mNew);
-    for (int r = 0; r < nk; r += kLanes) {
-      const __mmask16 k = nk - r >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (nk - r)) - 1u);
-      const __m512 pr = _mm512_maskz_mov_ps(k, exp2v(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + r), vm)));
-      _mm512_mask_storeu_ps(s + r, k, pr);
-      vsum = _mm512_add_ps(vsum, pr);
-    }
-    l = l * alpha + _mm512_reduce_add_ps(vsum);
+    const float alpha = onlineSoftmaxStep(s, nk, vmax, m, l);
     const __m512 va = _mm512_set1_ps(alpha);
     for (int ch = 0; ch < ND; ++ch) {
       acc[0][ch] = _mm512_mul_ps(acc[0][ch], va);
@@ -524,18 +533,7 @@ void rowTask(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64
       const __mmask16 k = nk - r >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (nk - r)) - 1u);
       vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + r));
     }
-    const float mNew = _mm512_reduce_max_ps(vmax);  // finite: nk >= 1 visible keys
-    const float alpha = _mm_cvtss_f32(_mm512_castps512_ps128(exp2v(_mm512_set1_ps(m - mNew))));
-    m = mNew;
-    __m512 vsum = _mm512_setzero_ps();
-    const __m512 vm = _mm512_set1_ps(mNew);
-    for (int r = 0; r < nk; r += kLanes) {
-      const __mmask16 k = nk - r >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (nk - r)) - 1u);
-      const __m512 pr = _mm512_maskz_mov_ps(k, exp2v(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + r), vm)));
-      _mm512_mask_storeu_ps(s + r, k, pr);
-      vsum = _mm512_add_ps(vsum, pr);
-    }
-    l = l * alpha + _mm512_reduce_add_ps(vsum);
+    const float alpha = onlineSoftmaxStep(s, nk, vmax, m, l);
     const __m512 va = _mm512_set1_ps(alpha);
     for (int64_t ch = 0; ch < nd; ++ch) {
       const __mmask16 k = maskOf(ch);
