@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Runs attention_bench (Google Benchmark, JSON output) and prints, per shape, fused vs unfused
-time and peak activation memory with their ratios, plus the load average before and after.
+time and peak memory (intermediates + kernel scratch) with their ratios, plus the load average before and after.
 
     python3 bench/attention_ratios.py [--bench build/bin/attention_bench] [--repetitions 3]
                                       [--filter REGEX] [extra benchmark flags...]
@@ -87,7 +87,7 @@ def main():
         mem = f"{u['peak'] / f['peak']:9.1f}x" if f and u and f["peak"] else f"{'-':>10}"
         tok = f"{f['tok']:12.0f}" if f else f"{'-':>12}"
         print(f"{batch:>3} {seq:>5} | {fms} {ums} {speed} | {mib(f):>11} {mib(u):>13} {mem} | {tok}")
-    print("\npeak = activation arena of intermediates (tfmrt::planArtifactMemory: what Model::run allocates)")
+    print("\npeak = what Model::run allocated: arena of intermediates + kernel scratch (Model::lastMemoryPlan)")
     print(f"loadavg before: {before}   after: {after}")
 
 

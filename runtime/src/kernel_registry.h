@@ -51,6 +51,10 @@ struct KernelArgs {
   // Changes whenever weights are (re)set: kernels that cache transformed weights (packed matmul
   // operands) re-derive them when it differs from what they saw last.
   uint64_t weightsVersion = 0;
+  // Scratch memory for this call, 64-byte aligned, at least what scratchBytes() asked for at
+  // these shapes (shared by all nodes of the entry: contents do not survive the call).
+  void *scratch = nullptr;
+  size_t scratchBytes = 0;
 };
 
 struct KernelPrepareInfo {
@@ -75,6 +79,12 @@ public:
   // shapes, as do the outputs. Kernels that cache derived weights (packed GEMM operands) build
   // them here so run() does not.
   virtual Status prepareWeights(const KernelArgs &args) { return Status::OK(); }
+  // Scratch run() needs beyond its operands at these concrete operand shapes with `threads`
+  // OpenMP threads; called after prepare() when a shape plan is built. The Model allocates the
+  // largest such need once per plan, next to the activation arena, and counts it in the plan.
+  virtual size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &inputShapes, int threads) const {
+    return 0;
+  }
   // Errors carry only the detail; the Model prefixes entry and node.
   virtual Status run(const KernelArgs &args) = 0;
 };

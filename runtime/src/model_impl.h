@@ -31,7 +31,8 @@ struct ShapePlan {
   std::vector<Shape> inputShapes;  // the cache key
   std::vector<Shape> shapes;       // per value id
   std::vector<size_t> offsets;     // per value id (run-time intermediates)
-  Tensor arena;                    // 64-byte aligned bytes
+  Tensor arena;                    // 64-byte aligned bytes: intermediates, then kernel scratch
+  size_t scratchOffset = 0, scratchBytes = 0;
   MemoryPlanSummary summary;
   uint64_t lastUse = 0;
 };

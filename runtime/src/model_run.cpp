@@ -116,6 +116,8 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
     args.outputs = refs + node.inputs.size();
     args.numOutputs = node.outputs.size();
     args.weightsVersion = weightsVersion;
+    args.scratch = plan->scratchBytes ? arena + plan->scratchOffset : nullptr;
+    args.scratchBytes = plan->scratchBytes;
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = state->kernels[i]->run(args);
     if (profiling) {
@@ -150,7 +152,17 @@ Status Model::Impl::buildShapePlan(EntryState &state, const std::vector<Tensor> 
   plan.summary = summarizePlan(shapes.bytes, mp);
   plan.shapes = std::move(shapes.shapes);
   plan.offsets = std::move(mp.offsets);
-  plan.arena = Tensor(DType::Bool, {int64_t(mp.arenaBytes)});
+  // Kernel scratch: the largest need of any node, after the intermediates (nodes run one at a time).
+  const int threads = omp_get_max_threads();  // inside run()'s OmpThreadsScope: the run's count
+  std::vector<const Shape *> operandShapes;
+  for (size_t i : state.runNodes) {
+    operandShapes.clear();
+    for (uint32_t v : fn.nodes[i].inputs) operandShapes.push_back(&plan.shapes[v]);
+    plan.scratchBytes = std::max(plan.scratchBytes, state.kernels[i]->scratchBytes(operandShapes, threads));
+  }
+  plan.scratchOffset = (mp.arenaBytes + 63) / 64 * 64;
+  plan.summary.scratch_bytes = int64_t(plan.scratchBytes);
+  plan.arena = Tensor(DType::Bool, {int64_t(plan.scratchOffset + plan.scratchBytes)});
   return Status::OK();
 }
 

@@ -47,6 +47,11 @@ struct MemoryPlanSummary {
   int64_t arena_bytes = 0;               // peak activation memory: the arena run() allocates
   int64_t total_intermediate_bytes = 0;  // sum of all intermediate buffers (no reuse)
   int64_t num_buffers = 0;               // intermediates placed in the arena
+  // Kernel scratch (e.g. flash attention's per-thread tiles) for the run's thread count, allocated
+  // with the arena. Known only with kernels: Model::lastMemoryPlan has it, planArtifactMemory
+  // leaves it 0.
+  int64_t scratch_bytes = 0;
+  int64_t peakBytes() const { return arena_bytes + scratch_bytes; }
 };
 
 // Plans entry `entry` of `artifact` for the given input shapes exactly as Model::run would

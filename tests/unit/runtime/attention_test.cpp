@@ -396,6 +396,44 @@ TEST(FusedAttentionModel, MergedQkvReadInPlace) {
   }
 }
 
+// The flash kernel's workspace is part of the shape plan: sized by the driver for the run's
+// thread count, allocated with the arena, reported in lastMemoryPlan, and grown with the shapes.
+TEST(FusedAttentionModel, WorkspaceIsPlannedScratch) {
+  const int64_t H = 4, D = 32, HD = H * D;
+  const Artifact fused = fusedArtifact(H, D, 1.0 / std::sqrt(double(D)), false);
+  auto inputsFor = [&](int64_t b, int64_t s) {
+    Tensor keep(DType::Bool, {b, s});
+    std::fill_n(keep.data<uint8_t>(), b * s, uint8_t(1));
+    return std::vector<Tensor>{randomF32({b, s, HD}, 31), randomF32({b, s, HD}, 32), randomF32({b, s, HD}, 33), keep};
+  };
+  for (int threads : {1, 2}) {
+    std::unique_ptr<Model> m;
+    RuntimeOptions options;
+    options.num_threads = threads;
+    ASSERT_OK(Model::fromArtifact(fused, options, m));
+    int64_t previous = 0;
+    for (int64_t s : {40, 300}) {
+      const std::vector<Tensor> in = inputsFor(2, s);
+      std::vector<Tensor> out;
+      ASSERT_OK(m->run("forward", in, out));
+      att::Params p;
+      p.batch = 2, p.sq = s, p.sk = s, p.heads = H, p.headDim = D;
+      const int64_t want = int64_t(att::workspaceBytes(p, {threads}));
+      EXPECT_GT(want, previous) << "longer keys need a larger key list";
+      EXPECT_EQ(m->lastMemoryPlan("forward").scratch_bytes, want) << threads << " threads, S = " << s;
+      EXPECT_EQ(m->lastMemoryPlan("forward").peakBytes(), m->lastMemoryPlan("forward").arena_bytes + want);
+      EXPECT_TRUE(allClose(out[0], runModel(fused, KernelBackend::Reference, in), 2e-5, 2e-4));
+      previous = want;
+    }
+  }
+  // The reference kernel needs no scratch; neither does planArtifactMemory know of any.
+  std::unique_ptr<Model> ref;
+  ASSERT_OK(Model::fromArtifact(fused, RuntimeOptions{KernelBackend::Reference}, ref));
+  std::vector<Tensor> out;
+  ASSERT_OK(ref->run("forward", inputsFor(2, 40), out));
+  EXPECT_EQ(ref->lastMemoryPlan("forward").scratch_bytes, 0);
+}
+
 TEST(FusedAttentionModel, BadImplEnvIsALoadError) {
   ImplEnv scope("sse9");
   std::unique_ptr<Model> m;

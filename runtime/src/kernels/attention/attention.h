@@ -99,10 +99,24 @@ private:
   size_t size_ = 0;
 };
 
+// How the driver splits one call into tasks, and the workspace that takes (per-thread scratch +
+// key-split partials). Depends on the shapes and the thread count only.
+struct RunPlan {
+  int workers = 0;  // 0: nothing to do (an empty dimension)
+  int64_t rowsPerTask = 0, nRanges = 0, groups = 0, splits = 1, keysPerSplit = 0, nTasks = 0;
+  size_t perThread = 0, perPartial = 0, totalFloats = 0;
+};
+RunPlan planRun(const Params &p, const DriverOptions &opts = {});
+// Workspace bytes run() needs for these shapes (p's pointers are not read).
+size_t workspaceBytes(const Params &p, const DriverOptions &opts = {});
+
 // Runs the whole op: tasks over (b, h, query tile[, key split]) in an OpenMP loop, then merges
 // key splits. A B*H too small to occupy every thread with long keys (Sq = 1 decoding) is split
 // along the keys, and the partial softmax states are merged (flash-decoding).
 void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts = {});
+// The same with a plan from planRun and a caller-owned, 64-byte aligned workspace of at least
+// plan.totalFloats floats.
+void runPlanned(Impl impl, const Params &p, const RunPlan &plan, float *workspace);
 
 // The oracle: plain loops, double accumulation, Sq x Sk probabilities row by row.
 void reference(const Params &p);

@@ -70,26 +70,25 @@ float *Workspace::get(size_t floats) {
   return data_;
 }
 
-void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
-  const int64_t B = p.batch, H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim, outW = p.outWidth();
-  if (B == 0 || H == 0 || Sq == 0 || D == 0) return;
-  const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : taskPortable;
-
+RunPlan planRun(const Params &p, const DriverOptions &opts) {
+  RunPlan r;
+  const int64_t B = p.batch, H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim;
+  if (B == 0 || H == 0 || Sq == 0 || D == 0) return r;
   const int64_t nQt = (Sq + kQueryTile - 1) / kQueryTile;
   const int threads = std::max(1, opts.threads > 0 ? opts.threads : omp_get_max_threads());
   const bool parallel =
       threads > 1 && B * H * Sq * Sk * D >= (Sq < kMinWideRows ? kParallelMinMacsRowPath : kParallelMinMacs);
-  const int workers = parallel ? threads : 1;
+  r.workers = parallel ? threads : 1;
 
   // A task is a run of query tiles of one (b, h): the kernel gathers (and packs) the visible K/V
   // rows once per task, so tasks are as long as load balance allows: about kTasksPerThread tasks
   // per thread.
   int64_t tilesPerTask = opts.tilesPerTask;
-  if (tilesPerTask <= 0) tilesPerTask = std::max<int64_t>(1, B * H * nQt / (kTasksPerThread * workers));
+  if (tilesPerTask <= 0) tilesPerTask = std::max<int64_t>(1, B * H * nQt / (kTasksPerThread * r.workers));
   tilesPerTask = std::min(tilesPerTask, nQt);
-  const int64_t rowsPerTask = tilesPerTask * kQueryTile;
-  const int64_t nRanges = (nQt + tilesPerTask - 1) / tilesPerTask;  // tasks per (b, h)
-  const int64_t groups = B * H * nRanges;
+  r.rowsPerTask = tilesPerTask * kQueryTile;
+  r.nRanges = (nQt + tilesPerTask - 1) / tilesPerTask;  // tasks per (b, h)
+  r.groups = B * H * r.nRanges;
 
   // Key splits (flash-decoding): when the groups cannot keep every thread busy, e.g. a decoder
   // step with Sq = 1 and small B*H against a long cache, each group's keys are cut into ranges
@@ -97,16 +96,35 @@ void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
   int64_t splits = opts.splitK;
   if (splits <= 0) {
     splits = 1;
-    if (parallel && groups < kTasksPerThread * threads && Sk >= 2 * kMinSplitKeys)
-      splits = std::min((kTasksPerThread * threads + groups - 1) / groups, Sk / kMinSplitKeys);
+    if (parallel && r.groups < kTasksPerThread * threads && Sk >= 2 * kMinSplitKeys)
+      splits = std::min((kTasksPerThread * threads + r.groups - 1) / r.groups, Sk / kMinSplitKeys);
   }
-  splits = std::max<int64_t>(1, std::min(splits, std::max<int64_t>(Sk, 1)));
-  const int64_t keysPerSplit = (Sk + splits - 1) / std::max<int64_t>(splits, 1);
+  r.splits = std::max<int64_t>(1, std::min(splits, std::max<int64_t>(Sk, 1)));
+  r.keysPerSplit = (Sk + r.splits - 1) / r.splits;
+  r.perThread = scratchLayout(D, Sk).total;
+  r.perPartial = roundUp16(size_t(r.rowsPerTask * D + 2 * r.rowsPerTask));
+  r.nTasks = r.groups * r.splits;
+  r.totalFloats = r.perThread * size_t(r.workers) + (r.splits > 1 ? r.perPartial * size_t(r.nTasks) : 0);
+  return r;
+}
 
-  const size_t perThread = scratchLayout(D, Sk).total;
-  const size_t perPartial = roundUp16(size_t(rowsPerTask * D + 2 * rowsPerTask));
-  const int64_t nTasks = groups * splits;
-  float *base = ws.get(perThread * size_t(workers) + (splits > 1 ? perPartial * size_t(nTasks) : 0));
+size_t workspaceBytes(const Params &p, const DriverOptions &opts) {
+  return planRun(p, opts).totalFloats * sizeof(float);
+}
+
+void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
+  const RunPlan plan = planRun(p, opts);
+  if (plan.workers == 0) return;
+  runPlanned(impl, p, plan, ws.get(plan.totalFloats));
+}
+
+void runPlanned(Impl impl, const Params &p, const RunPlan &plan, float *base) {
+  const int64_t H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim, outW = p.outWidth();
+  const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : taskPortable;
+  const int workers = plan.workers;
+  const int64_t rowsPerTask = plan.rowsPerTask, nRanges = plan.nRanges, groups = plan.groups;
+  const int64_t splits = plan.splits, keysPerSplit = plan.keysPerSplit, nTasks = plan.nTasks;
+  const size_t perThread = plan.perThread, perPartial = plan.perPartial;
   float *partials = base + perThread * size_t(workers);
 
   // Group g -> (b, h, query rows [i0, i1)); ranges are visited last-first so causal tasks (later

@@ -84,16 +84,27 @@ public:
     }
     return Status::OK();
   }
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
+    attention::Params p = params_;
+    p.batch = (*in[0])[0];
+    p.sq = (*in[0])[1];
+    p.sk = (*in[1])[1];
+    return attention::workspaceBytes(p, {threads});
+  }
   Status run(const KernelArgs &a) override {
     bind(params_, a);
-    attention::run(impl_, params_, workspace_);
+    // Per-thread tiles + key-split partials in the plan's scratch (sized by scratchBytes above).
+    const attention::RunPlan plan = attention::planRun(params_);
+    if (plan.workers == 0) return Status::OK();
+    if (plan.totalFloats * sizeof(float) > a.scratchBytes)
+      return internalError(cat("scratch of ", a.scratchBytes, " bytes, needs ", plan.totalFloats * sizeof(float)));
+    attention::runPlanned(impl_, params_, plan, static_cast<float *>(a.scratch));
     return Status::OK();
   }
 
 private:
   attention::Params params_;
   attention::Impl impl_ = attention::Impl::Portable;
-  attention::Workspace workspace_;  // per-thread tiles + key-split partials, grow-only
 };
 
 }  // namespace
