@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Side-by-side forward-pass comparison: tfmc (bin/forward_bench) vs the project's PyTorch reference
-(bench/pytorch_forward.py) on the same spec and shapes, alternating rounds in one run so machine
-noise hits both. Prints tokens/s of each, the ratio, and the load average.
+"""Side-by-side forward-pass comparison: tfmc's fused and unfused builds (bin/forward_bench) and the
+project's PyTorch reference (bench/pytorch_forward.py) on the same spec, shapes and weights,
+alternating rounds in one run so machine noise hits all three. Prints tokens/s of each, the ratios
+fused/unfused and tfmc/PyTorch, and the load average.
 
   python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
 """
@@ -30,9 +31,9 @@ def posix_escape(text):
     return re.sub(r"([.+*?()\[\]^$|])", r"\\\1", text)
 
 
-def run_tfmc(build, spec, shape, min_time):
+def run_tfmc(build, spec, shape, min_time, fusion):
     b, s, t = shape
-    name = f"Forward/{spec}/{b}x{s}+{t}/fusion=all/dnnl"
+    name = f"Forward/{spec}/{b}x{s}+{t}/fusion={fusion}/dnnl"
     out = subprocess.run(
         [os.path.join(build, "bin", "forward_bench"), f"--benchmark_filter=^{posix_escape(name)}(/real_time)?$",
          "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
@@ -84,15 +85,18 @@ def main():
     print(f"spec {args.spec}, batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, "
           f"forward + loss, f32, {args.threads} threads, same weights (seed 1 via tfmc); "
           f"load average before: {loadavg()}")
-    tfmc, torch = [], []
+    fused, unfused, torch = [], [], []
     for r in range(args.rounds):
-        tfmc.append(run_tfmc(args.build, args.spec, shape, args.min_time))
+        fused.append(run_tfmc(args.build, args.spec, shape, args.min_time, "all"))
+        unfused.append(run_tfmc(args.build, args.spec, shape, args.min_time, "none"))
         torch.append(run_pytorch(args.spec, shape, args.iters, args.threads, weights))
-        print(f"  round {r + 1}: tfmc {tfmc[-1]:9.0f} tokens/s   pytorch {torch[-1]:9.0f} tokens/s"
-              f"   ratio {tfmc[-1] / torch[-1]:.2f}   load {loadavg()}")
-    t, p = statistics.median(tfmc), statistics.median(torch)
-    print(f"median: tfmc {t:.0f} tokens/s, pytorch {p:.0f} tokens/s, tfmc/pytorch = {t / p:.2f}x "
-          f"(load average after: {loadavg()})")
+        print(f"  round {r + 1}: tfmc fused {fused[-1]:8.0f}  unfused {unfused[-1]:8.0f}  "
+              f"pytorch {torch[-1]:8.0f} tokens/s   fused/unfused {fused[-1] / unfused[-1]:.2f}  "
+              f"fused/pytorch {fused[-1] / torch[-1]:.2f}   load {loadavg()}")
+    f, u, p = statistics.median(fused), statistics.median(unfused), statistics.median(torch)
+    print(f"median tokens/s: tfmc fused {f:.0f}, tfmc unfused {u:.0f}, pytorch {p:.0f}")
+    print(f"ratios of medians: fused/unfused {f / u:.2f}x, fused/pytorch {f / p:.2f}x, "
+          f"unfused/pytorch {u / p:.2f}x (load average after: {loadavg()})")
     shutil.rmtree(workdir, ignore_errors=True)
 
 

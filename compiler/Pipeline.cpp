@@ -63,7 +63,7 @@ std::string PipelineOptions::describe() const {
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
-  auto module = importModelSpec(spec, ctx);
+  auto module = importModelSpec(spec, ctx, ImportOptions{options.gradients});
   if (options.verifyEach && failed(mlir::verify(*module))) {
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;
@@ -78,10 +78,13 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
                         /*shouldPrintAfterPass=*/[](mlir::Pass *, mlir::Operation *) { return true; },
                         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
-  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   const bool report = options.report;
-  fn.addPass(createRemoveInferenceDropout(RemoveInferenceDropoutOptions{report}));
-  fn.addPass(mlir::createCSEPass());  // tied weights: one tfm.param per name
+  mlir::OpPassManager &cleanup = pm.nest<mlir::func::FuncOp>();
+  cleanup.addPass(createRemoveInferenceDropout(RemoveInferenceDropoutOptions{report}));
+  cleanup.addPass(mlir::createCSEPass());  // tied weights: one tfm.param per name
+  // On the primitive graph: every fusion below sees forward and backward ops alike.
+  pm.addPass(createAutodiff());
+  mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   if (options.mergeProjections) fn.addPass(createMergeProjections(MergeProjectionsOptions{report}));
   if (options.fuseAttention) fn.addPass(createFuseAttention(FuseAttentionOptions{report}));
   if (options.fuseEpilogues) fn.addPass(createFuseEpilogues(FuseEpiloguesOptions{report}));

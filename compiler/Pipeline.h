@@ -22,6 +22,7 @@ struct PipelineOptions {
   bool report = false;           // fusion report: one remark per candidate site
   bool printIrAfterAll = false;  // print the IR after every pass (stderr)
   bool verifyEach = true;
+  bool gradients = false;        // also the `gradients` entry (loss + parameter gradients)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
   bool parseFusionList(const std::string &list, std::string &error);

@@ -26,11 +26,12 @@ public:
     loc_ = specLoc_;
   }
 
-  OwningOpRef<ModuleOp> build() {
+  OwningOpRef<ModuleOp> build(const ImportOptions &options) {
     OwningOpRef<ModuleOp> module = ModuleOp::create(specLoc_);
     module->getOperation()->setAttr("tfm.model_name", b_.getStringAttr(spec_.name));
     b_.setInsertionPointToEnd(module->getBody());
-    buildForward();
+    buildEntry("forward", /*gradients=*/false);
+    if (options.gradients) buildEntry("gradients", /*gradients=*/true);
     return module;
   }
 
@@ -164,18 +165,25 @@ private:
     return m_.tie_src_tgt_embeddings ? "shared_embedding.weight" : "decoder.embed_tokens.weight";
   }
 
-  void buildForward() {
+  // `forward`: (src, tgt_in, tgt_out) -> (logits, loss). `gradients`: the same graph returning
+  // the loss only, marked for tfm-autodiff, which adds one gradient result per parameter. Both are
+  // inference-mode (dropout is the identity): `gradients` is the exact gradient of `forward`'s
+  // loss, for checking against a reference; the training step with dropout comes later.
+  void buildEntry(StringRef name, bool gradients) {
     auto logitsType = f32Type({kDyn, kDyn, m_.tgt_vocab_size});
     auto lossType = f32Type({});
-    auto fnType = b_.getFunctionType({idsType(), idsType(), idsType()}, {logitsType, lossType});
-    auto fn = b_.create<func::FuncOp>(specLoc_, "forward", fnType);
-    // Dropout is the identity here; the training entry (a later issue) is built separately.
+    SmallVector<Type> results;
+    if (!gradients) results.push_back(logitsType);
+    results.push_back(lossType);
+    auto fnType = b_.getFunctionType({idsType(), idsType(), idsType()}, results);
+    auto fn = b_.create<func::FuncOp>(specLoc_, name, fnType);
     fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
+    if (gradients) fn->setAttr("tfm.differentiate", b_.getUnitAttr());
     const char *argNames[] = {"src", "tgt_in", "tgt_out"};
     for (unsigned i = 0; i < 3; ++i)
       fn.setArgAttr(i, "tfm.name", b_.getStringAttr(argNames[i]));
-    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
-    fn.setResultAttr(1, "tfm.name", b_.getStringAttr("loss"));
+    if (!gradients) fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
+    fn.setResultAttr(gradients ? 0 : 1, "tfm.name", b_.getStringAttr("loss"));
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
@@ -234,7 +242,8 @@ private:
     Value logits = b_.create<tfm::MatmulOp>(loc_, logitsType, y, wOut, b_.getBoolAttr(true));
     Value loss = b_.create<tfm::LabelSmoothedXentOp>(
         loc_, lossType, logits, tgtOut, b_.getF64FloatAttr(spec_.training.label_smoothing), pad);
-    b_.create<func::ReturnOp>(loc_, ValueRange{logits, loss});
+    if (gradients) b_.create<func::ReturnOp>(loc_, ValueRange{loss});
+    else b_.create<func::ReturnOp>(loc_, ValueRange{logits, loss});
   }
 
   const ModelSpec &spec_;
@@ -248,9 +257,9 @@ private:
 
 }  // namespace
 
-OwningOpRef<ModuleOp> importModelSpec(const ModelSpec &spec, MLIRContext &ctx) {
+OwningOpRef<ModuleOp> importModelSpec(const ModelSpec &spec, MLIRContext &ctx, const ImportOptions &options) {
   ctx.loadDialect<tfm::TfmDialect, func::FuncDialect>();
-  return GraphBuilder(spec, ctx).build();
+  return GraphBuilder(spec, ctx).build(options);
 }
 
 }  // namespace tfmc

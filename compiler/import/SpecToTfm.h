@@ -9,8 +9,16 @@
 
 namespace tfmc {
 
+struct ImportOptions {
+  // Also build `@gradients(src, tgt_in, tgt_out) -> (loss)` marked `tfm.differentiate`
+  // (tfm-autodiff turns it into loss + one gradient per parameter).
+  bool gradients = false;
+};
+
 // Builds `func.func @forward(%src, %tgt_in, %tgt_out) -> (logits, loss)` for inference-mode
-// forward + loss. Op locations are NameLoc("<param scope>") wrapping the spec file location.
-mlir::OwningOpRef<mlir::ModuleOp> importModelSpec(const ModelSpec &spec, mlir::MLIRContext &ctx);
+// forward + loss (and `@gradients`, see ImportOptions). Op locations are NameLoc("<param
+// scope>") wrapping the spec file location.
+mlir::OwningOpRef<mlir::ModuleOp> importModelSpec(const ModelSpec &spec, mlir::MLIRContext &ctx,
+                                                  const ImportOptions &options = {});
 
 }  // namespace tfmc

@@ -91,7 +91,16 @@ public:
 
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (Value v : ret.getOperands()) entry.outputs.push_back(ids.lookup(v));
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          const uint32_t id = ids.lookup(v);
+          entry.outputs.push_back(id);
+          // A computed result takes its declared name ("logits", "loss", "grad:<param>"), which
+          // callers read from the artifact and errors quote; inputs and weights keep theirs.
+          auto nameAttr = fn.getResultAttrOfType<StringAttr>(i, "tfm.name");
+          tfmrt::ValueInfo &info = entry.values[id];
+          if (nameAttr && info.kind == tfmrt::ValueKind::Intermediate && info.name.rfind('%', 0) == 0)
+            info.name = nameAttr.str();
+        }
         continue;
       }
       if (auto param = dyn_cast<tfm::ParamOp>(op)) {

@@ -19,6 +19,19 @@ def RemoveInferenceDropout : TfmFuncPass<"tfm-remove-inference-dropout"> {
   }];
 }
 
+def Autodiff : Pass<"tfm-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: loss -> (loss, gradient of every parameter)";
+  let description = [{
+    Rewrites every function marked `tfm.differentiate` whose single result is the loss of a
+    tfm.label_smoothed_xent. The backward ops (dialects/tfm/README.md, "Gradient ops") are
+    appended in reverse program order; gradients reaching one value along several paths are
+    summed with tfm.add, including tied parameters (one gradient per parameter name). The
+    function then returns (loss, one gradient per parameter in order of first use), each gradient
+    named "grad:<parameter name>". Runs on the primitive graph, before any fusion pass; dropout
+    must have been removed (training-mode dropout is not differentiated yet).
+  }];
+}
+
 def MergeProjections : TfmFuncPass<"tfm-merge-projections"> {
   let summary = "Merge projections of one input within an attention site into one GEMM";
   let description = [{

@@ -72,10 +72,18 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
   // Static memory plan at the spec's compile shapes (the runtime plans any other shape the same
   // way when it first sees it).
   const auto &c = spec.compile;
-  tfmrt::MemoryPlanSummary memory;
-  tfmrt::Status planned = tfmrt::planArtifactMemory(
-      artifact, "forward", {{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}},
-      memory);
+  struct EntryPlan {
+    std::string entry;
+    tfmrt::MemoryPlanSummary memory;
+    tfmrt::Status status;
+  };
+  std::vector<EntryPlan> plans;
+  for (const auto &fn : artifact.functions) {
+    EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
+    p.status = tfmrt::planArtifactMemory(
+        artifact, fn.name, {{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}}, p.memory);
+    plans.push_back(std::move(p));
+  }
   std::string out = outPath.empty() ? defaultOutputPath(spec) : outPath;
   tfmrt::Status status = tfmrt::writeArtifactFile(artifact, out);
   if (!status.ok()) {
@@ -89,14 +97,18 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
               << out << " (fusion: " << options.describe() << "): " << artifact.params.size() << " parameter tensors ("
               << paramCount(artifact) << " weights), " << artifact.functions.size()
               << " entry function(s), " << nodes << " kernel invocations\n";
-    if (planned.ok())
-      std::printf("memory plan at batch %lld x (src %lld + tgt %lld): peak activations %.2f MiB "
-                  "in one arena (%.2f MiB without reuse, %lld buffers)\n",
-                  (long long)c.batch, (long long)c.src_len, (long long)c.tgt_len,
-                  memory.arena_bytes / 1048576.0, memory.total_intermediate_bytes / 1048576.0,
-                  (long long)memory.num_buffers);
-    else
-      std::cout << "memory plan: " << planned.message() << "\n";
+    for (const EntryPlan &p : plans) {
+      // `forward` keeps the historical wording; other entries are named.
+      const std::string what = p.entry == "forward" ? "memory plan" : "memory plan of '" + p.entry + "'";
+      if (p.status.ok())
+        std::printf("%s at batch %lld x (src %lld + tgt %lld): peak activations %.2f MiB "
+                    "in one arena (%.2f MiB without reuse, %lld buffers)\n",
+                    what.c_str(), (long long)c.batch, (long long)c.src_len, (long long)c.tgt_len,
+                    p.memory.arena_bytes / 1048576.0, p.memory.total_intermediate_bytes / 1048576.0,
+                    (long long)p.memory.num_buffers);
+      else
+        std::cout << what << ": " << p.status.message() << "\n";
+    }
   }
   return true;
 }
@@ -109,11 +121,28 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
   }
   options.report = cl.has("fusion-report");
   options.printIrAfterAll = cl.has("print-ir-after-all");
+  // --entries: `forward` is always built; `gradients` adds loss + parameter gradients.
+  std::string entries = cl.get("entries", "forward");
+  for (size_t start = 0; start <= entries.size();) {
+    size_t end = entries.find(',', start);
+    if (end == std::string::npos) end = entries.size();
+    std::string name = entries.substr(start, end - start);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (name == "gradients") {
+      options.gradients = true;
+    } else if (name != "forward") {
+      std::cerr << "tfmc " << cmd << ": error: --entries: unknown entry '" << name
+                << "' (expected a comma list of forward, gradients)\n";
+      return false;
+    }
+    start = end + 1;
+  }
   return true;
 }
 
 int compileCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all"});
+  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all", "entries"});
   if (!unknown.empty()) {
     std::cerr << "tfmc compile: error: unknown option --" << unknown[0] << "\n";
     return 2;

@@ -122,7 +122,13 @@ def Tfm_MatmulOp : Tfm_Op<"matmul", [Pure]> {
 
 def Tfm_BatchMatmulOp : Tfm_Op<"batch_matmul", [Pure]> {
   let summary = "Per-(batch, head) matmul: [B, H, M, K] x [B, H, K, N] -> [B, H, M, N]";
-  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let description = [{
+    `transpose_a` reads lhs as [B, H, K, M], `transpose_b` reads rhs as [B, H, N, K] (both through
+    strides, no copy). The importer uses transpose_b (Q K^T); autodiff adds transpose_a (K and V
+    gradients).
+  }];
+  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -259,6 +265,116 @@ def Tfm_SliceLastOp : Tfm_Op<"slice_last", [Pure]> {
   let arguments = (ins Tfm_F32Tensor:$input, I64Attr:$offset, I64Attr:$size);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients: produced by tfm-autodiff, never by the importer. `dy` is the gradient of the loss
+// with respect to the forward op's result.
+//===----------------------------------------------------------------------===//
+
+def Tfm_WeightGradOp : Tfm_Op<"weight_grad", [Pure]> {
+  let summary = "dy [..., N], x [..., K] -> [N, K]: sum over positions of dy^T x";
+  let description = [{
+    The gradient of a linear layer's [N, K] weight (matmul with transpose_b): every leading
+    position is a row of the contraction.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$dy, Tfm_F32Tensor:$input);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$dy `,` $input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_BiasGradOp : Tfm_Op<"bias_grad", [Pure]> {
+  let summary = "dy [..., N] -> [N]: sum over all leading positions";
+  let arguments = (ins Tfm_F32Tensor:$dy);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_ReluGradOp : Tfm_Op<"relu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dy where the forward input x > 0, else 0";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
+}
+
+def Tfm_GeluGradOp : Tfm_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "dy * GELU'(x) for the exact (erf) GELU";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
+}
+
+def Tfm_SoftmaxGradOp : Tfm_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "y * (dy - sum(dy * y)) over the last axis, y the softmax output";
+  let description = [{
+    Zero where y is zero: masked (-inf) scores, and fully masked rows, get no gradient, so
+    tfm.mask needs no backward op of its own.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$output, Tfm_F32Tensor:$dy);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$output `,` $dy attr-dict `:` type($result)";
+}
+
+def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure]> {
+  let summary = "LayerNorm backward for the input: dx from x, gamma and dy";
+  let description = [{
+    Recomputes mean and variance of x (biased, + epsilon) rather than storing them. With
+    xhat = (x - mean) * rstd and g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+    The beta gradient is tfm.bias_grad of dy, the gamma gradient tfm.layer_norm_gamma_grad.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$gamma, Tfm_F32Tensor:$dy, F64Attr:$epsilon);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_LayerNormGammaGradOp : Tfm_Op<"layer_norm_gamma_grad", [Pure]> {
+  let summary = "x [..., N], dy [..., N] -> [N]: sum over positions of dy * xhat";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy, F64Attr:$epsilon);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure]> {
+  let summary = "ids [B, S], dy [B, S, D] -> [V, D]: row ids[b, s] accumulates dy[b, s]";
+  let description = [{
+    V = num_rows (the table's row count; ids must be below it). Every id is counted, padding included,
+    as in the forward gather; padding positions carry no loss, so their dy is zero anyway unless a
+    later op mixes positions.
+  }];
+  let arguments = (ins Tfm_I32Tensor:$ids, Tfm_F32Tensor:$dy, I64Attr:$num_rows);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$ids `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_PositionsGradOp : Tfm_Op<"positions_grad", [Pure]> {
+  let summary = "dy [B, S, D] -> [L, D]: row s < S is sum over b of dy[b, s]; rows >= S are zero";
+  let description = [{
+    The gradient of a learned position table [L, D] used by tfm.add_positions; L = num_rows.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$dy, I64Attr:$num_rows);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_LabelSmoothedXentGradOp : Tfm_Op<"label_smoothed_xent_grad", [Pure]> {
+  let summary = "d(mean label-smoothed cross-entropy)/d logits";
+  let description = [{
+    (softmax(logits) - q) / N at non-pad targets, 0 at pad targets, where q is the smoothed
+    target distribution of tfm.label_smoothed_xent and N the number of non-pad targets (the
+    loss is the final result, so its own gradient is 1).
+  }];
+  let arguments = (ins Tfm_F32Tensor:$logits, Tfm_I32Tensor:$targets, F64Attr:$smoothing, I64Attr:$pad_id);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

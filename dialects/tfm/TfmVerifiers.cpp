@@ -4,53 +4,12 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "VerifierUtils.h"
+
 using namespace mlir;
 using namespace tfm;
+using namespace tfm::verify;
 
-namespace {
-
-bool dimsCompatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
-std::string dimStr(int64_t d) { return ShapedType::isDynamic(d) ? "?" : std::to_string(d); }
-
-RankedTensorType rankedType(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-LogicalResult expectRank(Operation *op, Value v, int64_t rank, StringRef what) {
-  int64_t actual = rankedType(v).getRank();
-  if (actual != rank)
-    return op->emitOpError() << what << " must have rank " << rank << ", got rank " << actual;
-  return success();
-}
-
-LogicalResult expectDim(Operation *op, int64_t actual, int64_t expected, StringRef what) {
-  if (!dimsCompatible(actual, expected))
-    return op->emitOpError() << what << " is " << dimStr(actual) << " but must be "
-                             << dimStr(expected);
-  return success();
-}
-
-// Every result dimension must be compatible with the expected shape computed from operands.
-LogicalResult expectShape(Operation *op, Value result, ArrayRef<int64_t> expected) {
-  auto type = rankedType(result);
-  if (type.getRank() != static_cast<int64_t>(expected.size()))
-    return op->emitOpError() << "result must have rank " << expected.size() << ", got rank "
-                             << type.getRank();
-  for (auto [i, pair] : llvm::enumerate(llvm::zip(type.getShape(), expected)))
-    if (!dimsCompatible(std::get<0>(pair), std::get<1>(pair)))
-      return op->emitOpError() << "result dimension " << i << " is " << dimStr(std::get<0>(pair))
-                               << " but must be " << dimStr(std::get<1>(pair));
-  return success();
-}
-
-LogicalResult expectRate(Operation *op, double rate, StringRef what) {
-  if (rate < 0.0 || rate >= 1.0)
-    return op->emitOpError() << what << " must be in [0, 1), got " << rate;
-  return success();
-}
-
-}  // namespace
 
 LogicalResult ParamOp::verify() {
   if (getName().empty()) return emitOpError("parameter name must not be empty");
@@ -137,10 +96,11 @@ LogicalResult BatchMatmulOp::verify() {
   if (failed(expectDim(*this, b[0], a[0], "rhs batch dimension")) ||
       failed(expectDim(*this, b[1], a[1], "rhs head dimension")))
     return failure();
+  const int64_t m = getTransposeA() ? a[3] : a[2], ka = getTransposeA() ? a[2] : a[3];
   int64_t k = getTransposeB() ? b[3] : b[2];
   int64_t n = getTransposeB() ? b[2] : b[3];
-  if (failed(expectDim(*this, k, a[3], "rhs contraction dimension"))) return failure();
-  return expectShape(*this, getResult(), {a[0], a[1], a[2], n});
+  if (failed(expectDim(*this, k, ka, "rhs contraction dimension"))) return failure();
+  return expectShape(*this, getResult(), {a[0], a[1], m, n});
 }
 
 LogicalResult SplitHeadsOp::verify() {

@@ -29,7 +29,8 @@ std::vector<OpSchema> buildSchemas() {
        {{"epsilon", K::Float, false, 1e-5}}},
       {"tfm.split_heads", {{"x", F, 3, 3}}, F, {{"heads", K::Int, true, 0}}},
       {"tfm.merge_heads", {{"x", F, 4, 4}}, F, {}},
-      {"tfm.batch_matmul", {{"a", F, 3, kAny}, {"b", F, 3, kAny}}, F, {{"transpose_b", K::Int, false, 0}}},
+      {"tfm.batch_matmul", {{"a", F, 3, kAny}, {"b", F, 3, kAny}}, F,
+       {{"transpose_b", K::Int, false, 0}, {"transpose_a", K::Int, false, 0}}},
       {"tfm.padding_mask", {{"ids", I, 1, kAny}}, B, {{"pad_id", K::Int, true, 0}}},
       {"tfm.mask", {{"scores", F, 4, 4}, {"key_keep", B, 2, 2}}, F, {{"causal", K::Int, false, 0}}},
       {"tfm.softmax", {{"x", F, 1, kAny}}, F, {}},
@@ -47,6 +48,19 @@ std::vector<OpSchema> buildSchemas() {
        {{"epsilon", K::Float, false, 1e-5}}},
       {"tfm.concat", {{"inputs", F, 1, kAny, Arity::Variadic}}, F, {}},
       {"tfm.slice_last", {{"x", F, 1, kAny}}, F, {{"offset", K::Int, true, 0}, {"size", K::Int, true, 0}}},
+      // Gradient ops (dialects/tfm/README.md, "Gradient ops").
+      {"tfm.weight_grad", {{"dy", F, 2, kAny}, {"x", F, 2, kAny}}, F, {}},
+      {"tfm.bias_grad", {{"dy", F, 1, kAny}}, F, {}},
+      {"tfm.relu_grad", {{"x", F, 0, kAny}, {"dy", F, 0, kAny}}, F, {}},
+      {"tfm.gelu_grad", {{"x", F, 0, kAny}, {"dy", F, 0, kAny}}, F, {}},
+      {"tfm.softmax_grad", {{"y", F, 1, kAny}, {"dy", F, 1, kAny}}, F, {}},
+      {"tfm.layer_norm_grad", {{"x", F, 1, kAny}, {"gamma", F, 1, 1}, {"dy", F, 1, kAny}}, F,
+       {{"epsilon", K::Float, false, 1e-5}}},
+      {"tfm.layer_norm_gamma_grad", {{"x", F, 1, kAny}, {"dy", F, 1, kAny}}, F, {{"epsilon", K::Float, false, 1e-5}}},
+      {"tfm.embedding_grad", {{"ids", I, 2, 2}, {"dy", F, 3, 3}}, F, {{"num_rows", K::Int, true, 0}}},
+      {"tfm.positions_grad", {{"dy", F, 3, 3}}, F, {{"num_rows", K::Int, true, 0}}},
+      {"tfm.label_smoothed_xent_grad", {{"logits", F, 2, kAny}, {"targets", I, 1, kAny - 1}}, F,
+       {{"smoothing", K::Float, false, 0}, {"pad_id", K::Int, true, 0}}},
   };
 }
 
@@ -62,7 +76,7 @@ const char *kindName(K k) {
 // Value-range rules per attribute name (shared by every op using the name).
 Status checkAttrValue(const std::string &name, const AttrValue &a) {
   if (a.kind == K::Float && !std::isfinite(a.f)) return invalidArgument(cat("attribute '", name, "' must be finite"));
-  if (name == "transpose_b" || name == "causal") {
+  if (name == "transpose_b" || name == "transpose_a" || name == "causal") {
     if (a.i != 0 && a.i != 1) return invalidArgument(cat("attribute '", name, "' must be 0 or 1, got ", a.i));
   } else if (name == "heads") {
     if (a.i < 1 || a.i > (int64_t(1) << 20)) return invalidArgument(cat("attribute 'heads' must be >= 1, got ", a.i));
@@ -81,6 +95,8 @@ Status checkAttrValue(const std::string &name, const AttrValue &a) {
     if (a.f < 0 || a.f > 1) return invalidArgument(cat("attribute 'smoothing' must be in [0, 1], got ", a.f));
   } else if (name == "offset") {
     if (a.i < 0 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'offset' must be >= 0, got ", a.i));
+  } else if (name == "num_rows") {
+    if (a.i < 1 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'num_rows' must be >= 1, got ", a.i));
   } else if (name == "size") {
     if (a.i < 1 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'size' must be >= 1, got ", a.i));
   }

@@ -78,18 +78,39 @@ Status mergeHeads(const Shape &x, Shape &out) {
   return Status::OK();
 }
 
-Status batchMatmul(const Shape &a, const Shape &b, bool transposeB, Shape &out) {
+Status batchMatmul(const Shape &a, const Shape &b, bool transposeA, bool transposeB, Shape &out) {
   if (a.size() != b.size()) return mismatch("operands must have the same rank", a, b);
   size_t r = a.size();
   for (size_t i = 0; i + 2 < r; ++i)
     if (!compatible(a[i], b[i])) return mismatch("batch dims differ", a, b);
-  int64_t k = a[r - 1];
+  const int64_t m = transposeA ? a[r - 1] : a[r - 2];
+  int64_t k = transposeA ? a[r - 2] : a[r - 1];
   int64_t kb = transposeB ? b[r - 1] : b[r - 2];
   int64_t n = transposeB ? b[r - 2] : b[r - 1];
   if (!compatible(k, kb)) return mismatch("contraction dims differ", a, b);
   out = a;
   for (size_t i = 0; i + 2 < r; ++i) out[i] = merge(a[i], b[i]);
+  out[r - 2] = m;
   out[r - 1] = n;
+  return Status::OK();
+}
+
+// Gradient ops -------------------------------------------------------------------------------
+
+// dy [..., N], x [..., K] with equal leading dims -> [N, K].
+Status weightGrad(const Shape &dy, const Shape &x, Shape &out) {
+  if (dy.size() != x.size()) return mismatch("dy and x must have the same rank", dy, x);
+  for (size_t i = 0; i + 1 < dy.size(); ++i)
+    if (!compatible(dy[i], x[i])) return mismatch("dy and x must have the same leading dims", dy, x);
+  out = {dy.back(), x.back()};
+  return Status::OK();
+}
+
+// [B, S, D] into a table of num_rows rows.
+Status tableGrad(const Shape &dy, int64_t numRows, bool checkLength, Shape &out) {
+  if (checkLength && dy[1] != kDynamicDim && dy[1] > numRows)
+    return invalidArgument(cat("sequence length ", dy[1], " exceeds the ", numRows, " rows of the position table"));
+  out = {numRows, dy.back()};
   return Status::OK();
 }
 
@@ -186,7 +207,8 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   if (op == "tfm.layer_norm") return layerNorm(*in[0], *in[1], *in[2], out);
   if (op == "tfm.split_heads") return splitHeads(*in[0], attrInt(node, "heads"), out);
   if (op == "tfm.merge_heads") return mergeHeads(*in[0], out);
-  if (op == "tfm.batch_matmul") return batchMatmul(*in[0], *in[1], attrInt(node, "transpose_b") != 0, out);
+  if (op == "tfm.batch_matmul")
+    return batchMatmul(*in[0], *in[1], attrInt(node, "transpose_a") != 0, attrInt(node, "transpose_b") != 0, out);
   if (op == "tfm.mask") return mask(*in[0], *in[1], out);
   if (op == "tfm.label_smoothed_xent") return xent(*in[0], *in[1], out);
   if (op == "tfm.fused_attention") return fusedAttention(node, *in[0], *in[1], *in[2], *in[3], out);
@@ -198,6 +220,33 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   }
   if (op == "tfm.concat") return concat(in, out);
   if (op == "tfm.slice_last") return sliceLast(*in[0], attrInt(node, "offset"), attrInt(node, "size"), out);
+  if (op == "tfm.weight_grad") return weightGrad(*in[0], *in[1], out);
+  if (op == "tfm.bias_grad") {
+    out = {in[0]->back()};
+    return Status::OK();
+  }
+  if (op == "tfm.relu_grad" || op == "tfm.gelu_grad" || op == "tfm.softmax_grad") return elementwise(*in[0], *in[1], out);
+  if (op == "tfm.layer_norm_grad") {
+    TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[2], out));
+    if (!compatible(out.back(), (*in[1])[0])) return mismatch("gamma must match the last dim of x", out, *in[1]);
+    return Status::OK();
+  }
+  if (op == "tfm.layer_norm_gamma_grad") {
+    TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[1], out));
+    out = {out.back()};
+    return Status::OK();
+  }
+  if (op == "tfm.embedding_grad") {
+    if (!compatible((*in[1])[0], (*in[0])[0]) || !compatible((*in[1])[1], (*in[0])[1]))
+      return mismatch("dy must be [B, S, D] for ids [B, S]", *in[1], *in[0]);
+    return tableGrad(*in[1], attrInt(node, "num_rows"), false, out);
+  }
+  if (op == "tfm.positions_grad") return tableGrad(*in[0], attrInt(node, "num_rows"), true, out);
+  if (op == "tfm.label_smoothed_xent_grad") {
+    TFMRT_RETURN_IF_ERROR(xent(*in[0], *in[1], out));
+    out = *in[0];
+    return Status::OK();
+  }
   if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
       op == "tfm.padding_mask") {
     out = *in[0];

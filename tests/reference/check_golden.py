@@ -1,5 +1,7 @@
 """Re-checks tests/golden/ against the reference in float32 (catches drift in the reference, in
-safetensors_io, or in the stored files). Exit status 0 on success.
+safetensors_io, or in the stored files). Also checks that each <name>.grads.safetensors exists and
+has exactly the weights file's tensor names and shapes, float32 and finite (values are not
+recomputed here; gen_golden.py checks them against finite differences). Exit status 0 on success.
 
 /usr/bin/python3 tests/reference/check_golden.py [--tol 1e-5]
 """
@@ -16,6 +18,36 @@ sys.path.insert(0, HERE)
 import safetensors_io  # noqa: E402
 import transformer_ref as ref  # noqa: E402
 from gen_golden import SPECS  # noqa: E402
+
+
+def check_grads(name, golden):
+    """Structural check of the gradient file against the weights file."""
+    path = os.path.join(golden, f"{name}.grads.safetensors")
+    if not os.path.exists(path):
+        print(f"{name}: missing {os.path.relpath(path, ROOT)}")
+        return False
+    grads, meta = safetensors_io.load(path, with_metadata=True)
+    weights = safetensors_io.load(os.path.join(golden, f"{name}.weights.safetensors"))
+    problems = []
+    if meta.get("spec") != name:
+        problems.append(f"metadata spec is {meta.get('spec')!r}")
+    if not meta.get("loss_reduction"):
+        problems.append("metadata loss_reduction missing")
+    if sorted(grads) != sorted(weights):
+        problems.append(f"names differ: missing {sorted(set(weights) - set(grads))}, "
+                        f"extra {sorted(set(grads) - set(weights))}")
+    for key in sorted(set(grads) & set(weights)):
+        g = grads[key]
+        if g.shape != weights[key].shape:
+            problems.append(f"{key}: shape {list(g.shape)} != weights {list(weights[key].shape)}")
+        if g.dtype != np.float32:
+            problems.append(f"{key}: dtype {g.dtype} (must be F32)")
+        if not np.all(np.isfinite(g)):
+            problems.append(f"{key}: non-finite values")
+    gmax = max((float(np.abs(g).max()) for g in grads.values() if g.size), default=0.0)
+    print(f"{name}: grads {len(grads)} tensors, max|grad| = {gmax:.6e}"
+          + ("" if not problems else "  PROBLEMS: " + "; ".join(problems)))
+    return not problems
 
 
 def check(spec_rel, tol):
@@ -38,7 +70,8 @@ def check(spec_rel, tol):
     diff = np.abs(logits.numpy() - io["logits"]).max()
     ldiff = abs(loss.item() - float(io["loss"]))
     print(f"{name}: max|dlogit| = {diff:.3e}  |dloss| = {ldiff:.3e}  (tol {tol:g})")
-    return diff <= tol and ldiff <= tol
+    grads_ok = check_grads(name, golden)
+    return diff <= tol and ldiff <= tol and grads_ok
 
 
 def main():

@@ -6,13 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include "Pipeline.h"
-#include "tfmrt/runtime.h"
+#include "golden_util.h"
 #include "tfmrt/safetensors.h"
 
 namespace {
 
-const std::string kSource = TFMC_SOURCE_DIR;
+using tfmc::test::compileAndLoad;
+using tfmc::test::expectClose;
+using tfmc::test::kSource;
 
 struct ParityCase {
   const char *spec;  // models/<spec>.yaml and tests/golden/<spec>.*.safetensors
@@ -32,55 +33,6 @@ std::string caseName(const testing::TestParamInfo<ParityCase> &info) {
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl") +
          "_fusion_" + info.param.fusion;
-}
-
-std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec,
-                                             tfmrt::KernelBackend backend, const char *fusion) {
-  tfmc::ModelSpec parsed;
-  std::vector<tfmc::SpecDiagnostic> diags;
-  const std::string path = kSource + "/models/" + spec + ".yaml";
-  if (!tfmc::parseModelSpecFile(path, parsed, diags)) {
-    ADD_FAILURE() << "spec does not parse: " << (diags.empty() ? "" : diags[0].render());
-    return nullptr;
-  }
-  tfmc::PipelineOptions pipeline;
-  std::string error;
-  if (!pipeline.parseFusionList(fusion, error)) {
-    ADD_FAILURE() << error;
-    return nullptr;
-  }
-  mlir::MLIRContext context;
-  tfmrt::Artifact artifact;
-  if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
-    ADD_FAILURE() << "compilation failed";
-    return nullptr;
-  }
-  tfmrt::RuntimeOptions options;
-  options.backend = backend;
-  std::unique_ptr<tfmrt::Model> model;
-  tfmrt::Status status = tfmrt::Model::fromArtifact(std::move(artifact), options, model);
-  EXPECT_TRUE(status.ok()) << status.message();
-  return model;
-}
-
-// |a - b| <= rtol * |b| + atol elementwise; reports the worst element.
-void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol,
-                 double atol, const std::string &what) {
-  ASSERT_EQ(actual.shape, expected.shape) << what;
-  const float *a = actual.data<float>();
-  const float *e = expected.data<float>();
-  double worst = 0;
-  int64_t worstAt = -1;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    double excess = std::abs(double(a[i]) - e[i]) - (rtol * std::abs(double(e[i])) + atol);
-    if (!(excess <= 0) && (worstAt < 0 || excess > worst)) {
-      worst = excess;
-      worstAt = i;
-    }
-  }
-  EXPECT_LT(worstAt, 0) << what << ": element " << worstAt << " is "
-                        << (worstAt >= 0 ? a[worstAt] : 0) << ", expected "
-                        << (worstAt >= 0 ? e[worstAt] : 0);
 }
 
 class ParityTest : public testing::TestWithParam<ParityCase> {};

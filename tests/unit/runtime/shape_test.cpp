@@ -51,6 +51,27 @@ TEST(ShapeInference, EveryOp) {
   EXPECT_EQ(infer(node("tfm.add"), {{2, 3}, {2, 3}}), Shape({2, 3}));
 }
 
+TEST(ShapeInference, GradientOps) {
+  auto rows = [](int v) { return Attrs{{"num_rows", AttrValue::ofInt(v)}}; };
+  EXPECT_EQ(infer(node("tfm.weight_grad"), {{2, 3, 5}, {2, 3, 4}}), Shape({5, 4}));
+  EXPECT_EQ(infer(node("tfm.bias_grad"), {{2, 3, 5}}), Shape({5}));
+  for (const char *op : {"tfm.relu_grad", "tfm.gelu_grad", "tfm.softmax_grad"})
+    EXPECT_EQ(infer(node(op), {{2, 3}, {2, 3}}), Shape({2, 3})) << op;
+  EXPECT_EQ(infer(node("tfm.layer_norm_grad"), {{2, 5}, {5}, {2, 5}}), Shape({2, 5}));
+  EXPECT_EQ(infer(node("tfm.layer_norm_gamma_grad"), {{2, 3, 5}, {2, 3, 5}}), Shape({5}));
+  EXPECT_EQ(infer(node("tfm.embedding_grad", rows(10)), {{2, 3}, {2, 3, 4}}), Shape({10, 4}));
+  EXPECT_EQ(infer(node("tfm.positions_grad", rows(8)), {{2, 3, 4}}), Shape({8, 4}));
+  EXPECT_EQ(infer(node("tfm.label_smoothed_xent_grad"), {{2, 3, 9}, {2, 3}}), Shape({2, 3, 9}));
+  auto ta = Attrs{{"transpose_a", AttrValue::ofInt(1)}};
+  EXPECT_EQ(infer(node("tfm.batch_matmul", ta), {{2, 4, 7, 3}, {2, 4, 7, 2}}), Shape({2, 4, 3, 2}));
+
+  EXPECT_ERROR(inferStatus(node("tfm.weight_grad"), {{2, 3, 5}, {2, 4, 4}}), "same leading dims");
+  EXPECT_ERROR(inferStatus(node("tfm.positions_grad", rows(2)), {{1, 3, 4}}), "sequence length 3 exceeds the 2 rows");
+  EXPECT_ERROR(inferStatus(node("tfm.embedding_grad", rows(10)), {{2, 3}, {2, 4, 4}}), "dy must be [B, S, D]");
+  EXPECT_ERROR(inferStatus(node("tfm.layer_norm_grad"), {{2, 5}, {4}, {2, 5}}), "gamma must match");
+  EXPECT_ERROR(inferStatus(node("tfm.batch_matmul", ta), {{2, 4, 7, 3}, {2, 4, 6, 2}}), "contraction dims differ");
+}
+
 TEST(ShapeInference, DynamicDimsPropagate) {
   EXPECT_EQ(infer(node("tfm.matmul", {{"transpose_b", AttrValue::ofInt(1)}}), {{kDyn, kDyn, 4}, {5, 4}}),
             Shape({kDyn, kDyn, 5}));
@@ -75,8 +96,9 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
     KernelKey key{s.name, s.operands[0].dtype, Layout::Plain, KernelBackend::Reference};
     EXPECT_NE(r.find(key), nullptr) << s.name;
   }
-  // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last
-  EXPECT_EQ(opSchemas().size(), 22u);
+  // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last + 10
+  // gradient ops
+  EXPECT_EQ(opSchemas().size(), 32u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {

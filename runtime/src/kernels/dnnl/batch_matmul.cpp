@@ -1,5 +1,5 @@
 // tfm.batch_matmul on oneDNN, as a 3-D matmul [R, M, K] x [R, K, N] (leading dims flattened into
-// R; a transposed B is the strided tag acb). Every dim is a run-time dim, so the primitive is
+// R; a transposed A or B is the strided tag acb). Every dim is a run-time dim, so the primitive is
 // created once at load and serves every batch size and length (decoding's growing key length
 // included). Measured on this CPU: the run-time-dims gemm path is 7x faster than the static
 // brgemm kernel for Q K^T (transposed B) and ~2x slower for P V at B*H=256, M=32.
@@ -25,8 +25,9 @@ public:
     if (!info.dnnl) return internalError("dnnl.batch_matmul needs a oneDNN context");
     ctx_ = info.dnnl;
     transposeB_ = attrInt(*info.node, "transpose_b") != 0;
+    transposeA_ = attrInt(*info.node, "transpose_a") != 0;
     try {
-      memory::desc srcMd({kRT, kRT, kRT}, kF32, tag::abc);
+      memory::desc srcMd({kRT, kRT, kRT}, kF32, transposeA_ ? tag::acb : tag::abc);
       memory::desc wMd({kRT, kRT, kRT}, kF32, transposeB_ ? tag::acb : tag::abc);
       memory::desc dstMd({kRT, kRT, kRT}, kF32, tag::abc);
       prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine));
@@ -38,7 +39,7 @@ public:
 
   Status run(const KernelArgs &a) override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
-    const int64_t m = A.dim(-2), k = A.dim(-1), n = C.dim(-1);
+    const int64_t m = C.dim(-2), k = transposeA_ ? A.dim(-2) : A.dim(-1), n = C.dim(-1);
     int64_t r = 1;
     for (int i = 0; i + 2 < A.rank(); ++i) r *= A.dim(i);
     if (r == 0 || m == 0 || n == 0) return Status::OK();
@@ -48,7 +49,7 @@ public:
     }
     try {
       if (r != r_ || m != m_ || k != k_ || n != n_) {
-        srcMem_ = memory({{r, m, k}, kF32, tag::abc}, ctx_->engine, nullptr);
+        srcMem_ = memory({{r, m, k}, kF32, transposeA_ ? tag::acb : tag::abc}, ctx_->engine, nullptr);
         wMem_ = memory({{r, k, n}, kF32, transposeB_ ? tag::acb : tag::abc}, ctx_->engine, nullptr);
         dstMem_ = memory({{r, m, n}, kF32, tag::abc}, ctx_->engine, nullptr);
         args_ = {{DNNL_ARG_SRC, srcMem_.get()}, {DNNL_ARG_WEIGHTS, wMem_.get()}, {DNNL_ARG_DST, dstMem_.get()}};
@@ -67,7 +68,7 @@ public:
 
 private:
   DnnlContext *ctx_ = nullptr;
-  bool transposeB_ = false;
+  bool transposeB_ = false, transposeA_ = false;
   dnnl::matmul prim_;
   int64_t r_ = -1, m_ = -1, k_ = -1, n_ = -1;
   memory srcMem_, wMem_, dstMem_;

@@ -7,18 +7,20 @@
 namespace tfmrt {
 namespace {
 
-// C[i] = A[i] * B[i] for i < batch, with A[i] [M, K] and B[i] [K, N] or (transposeB) [N, K].
+// C[i] = A[i] * B[i] for i < batch, with A[i] [M, K] or (transposeA) [K, M] and B[i] [K, N] or
+// (transposeB) [N, K].
 void gemm(const float *A, const float *B, float *C, int64_t batch, int64_t M, int64_t K, int64_t N,
-          bool transposeB) {
+          bool transposeB, bool transposeA = false) {
 #pragma omp parallel for collapse(2) if (batch * M * N * K >= kParallelMinElements)
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t m = 0; m < M; ++m) {
-      const float *a = A + (i * M + m) * K;
+      const float *a = A + i * M * K;
       const float *b = B + i * K * N;
       float *c = C + (i * M + m) * N;
       for (int64_t n = 0; n < N; ++n) {
         double acc = 0.0;
-        for (int64_t k = 0; k < K; ++k) acc += double(a[k]) * double(transposeB ? b[n * K + k] : b[k * N + n]);
+        for (int64_t k = 0; k < K; ++k)
+          acc += double(transposeA ? a[k * M + m] : a[m * K + k]) * double(transposeB ? b[n * K + k] : b[k * N + n]);
         c[n] = float(acc);
       }
     }
@@ -48,19 +50,21 @@ public:
   const char *name() const override { return "reference.batch_matmul"; }
   Status prepare(const KernelPrepareInfo &info) override {
     transposeB_ = attrInt(*info.node, "transpose_b") != 0;
+    transposeA_ = attrInt(*info.node, "transpose_a") != 0;
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1];
-    const int64_t m = A.dim(-2), k = A.dim(-1), n = transposeB_ ? B.dim(-2) : B.dim(-1);
+    const int64_t m = transposeA_ ? A.dim(-1) : A.dim(-2), k = transposeA_ ? A.dim(-2) : A.dim(-1);
+    const int64_t n = transposeB_ ? B.dim(-2) : B.dim(-1);
     int64_t batch = 1;
     for (int i = 0; i + 2 < A.rank(); ++i) batch *= A.dim(i);
-    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), batch, m, k, n, transposeB_);
+    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), batch, m, k, n, transposeB_, transposeA_);
     return Status::OK();
   }
 
 private:
-  bool transposeB_ = false;
+  bool transposeB_ = false, transposeA_ = false;
 };
 
 }  // namespace

@@ -14,7 +14,8 @@ void registerReferenceHeads(KernelRegistry &r);
 void registerReferenceMask(KernelRegistry &r);
 void registerReferenceSoftmax(KernelRegistry &r);
 void registerReferenceXent(KernelRegistry &r);
-void registerReferenceFused(KernelRegistry &r);  // tfm.linear, tfm.concat, tfm.slice_last
+void registerReferenceFused(KernelRegistry &r);
+void registerReferenceGrad(KernelRegistry &r);   // gradient ops (tfm-autodiff)  // tfm.linear, tfm.concat, tfm.slice_last
 
 inline KernelKey referenceKey(const char *op, DType dtype = DType::F32, Layout layout = Layout::Plain) {
   return {op, dtype, layout, KernelBackend::Reference};

@@ -14,6 +14,7 @@ void registerReferenceKernels(KernelRegistry &r) {
   registerReferenceXent(r);
   registerReferenceFused(r);
   registerReferenceAttention(r);
+  registerReferenceGrad(r);
 }
 
 }  // namespace tfmrt

@@ -1,6 +1,8 @@
 // tfm.label_smoothed_xent: mean over non-pad positions of
 //   -(1 - e) log p[y] - (e / V) sum_v log p[v],  p = softmax(logits);  0 if every target is pad.
+// tfm.label_smoothed_xent_grad: its gradient with respect to the logits.
 #include <cmath>
+#include <cstring>
 
 #include "format.h"
 #include "kernels/kernel_util.h"
@@ -11,14 +13,23 @@
 namespace tfmrt {
 namespace {
 
-class XentKernel final : public Kernel {
+// The attributes both kernels read.
+class XentKernelBase : public Kernel {
 public:
-  const char *name() const override { return "reference.label_smoothed_xent"; }
   Status prepare(const KernelPrepareInfo &info) override {
     smoothing_ = attrFloat(*info.node, "smoothing");
     padId_ = int32_t(attrInt(*info.node, "pad_id"));
     return Status::OK();
   }
+
+protected:
+  double smoothing_ = 0.0;
+  int32_t padId_ = 0;
+};
+
+class XentKernel final : public XentKernelBase {
+public:
+  const char *name() const override { return "reference.label_smoothed_xent"; }
   Status run(const KernelArgs &a) override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
@@ -44,16 +55,47 @@ public:
     a.outputs[0].as<float>()[0] = count ? float(total / double(count)) : 0.0f;
     return Status::OK();
   }
-
-private:
-  double smoothing_ = 0.0;
-  int32_t padId_ = 0;
 };
+
+// (softmax(z) - q) / count at non-pad targets, q = (1 - e) onehot(y) + e / V.
+class XentGradKernel final : public XentKernelBase {
+public:
+  const char *name() const override { return "reference.label_smoothed_xent_grad"; }
+  Status run(const KernelArgs &a) override {
+    const float *logits = a.inputs[0].as<float>();
+    const int32_t *targets = a.inputs[1].as<int32_t>();
+    float *dz = a.outputs[0].as<float>();
+    const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
+    TFMRT_RETURN_IF_ERROR(xent::checkTargets(targets, positions, padId_, V, *a.inputs[1].shape));
+    int64_t count = 0;
+    for (int64_t p = 0; p < positions; ++p) count += targets[p] != padId_;
+    const double inv = count ? 1.0 / double(count) : 0.0;
+    for (int64_t p = 0; p < positions; ++p) {
+      float *g = dz + p * V;
+      if (targets[p] == padId_) {
+        std::memset(g, 0, size_t(V) * sizeof(float));
+        continue;
+      }
+      const float *z = logits + p * V;
+      double mx = -INFINITY;
+      for (int64_t v = 0; v < V; ++v) mx = std::fmax(mx, double(z[v]));
+      double sumExp = 0.0;
+      for (int64_t v = 0; v < V; ++v) sumExp += std::exp(double(z[v]) - mx);
+      for (int64_t v = 0; v < V; ++v) {
+        const double q = (v == targets[p] ? 1.0 - smoothing_ : 0.0) + smoothing_ / double(V);
+        g[v] = float((std::exp(double(z[v]) - mx) / sumExp - q) * inv);
+      }
+    }
+    return Status::OK();
+  }
+};
+
 
 }  // namespace
 
 void registerReferenceXent(KernelRegistry &r) {
   r.add(referenceKey("tfm.label_smoothed_xent"), makeKernel<XentKernel>);
+  r.add(referenceKey("tfm.label_smoothed_xent_grad"), makeKernel<XentGradKernel>);
 }
 
 }  // namespace tfmrt

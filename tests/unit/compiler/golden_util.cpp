@@ -1,0 +1,57 @@
+#include "golden_util.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+namespace tfmc::test {
+
+std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
+                                             const char *fusion, bool gradients) {
+  tfmc::ModelSpec parsed;
+  std::vector<tfmc::SpecDiagnostic> diags;
+  const std::string path = kSource + "/models/" + spec + ".yaml";
+  if (!tfmc::parseModelSpecFile(path, parsed, diags)) {
+    ADD_FAILURE() << "spec does not parse: " << (diags.empty() ? "" : diags[0].render());
+    return nullptr;
+  }
+  tfmc::PipelineOptions pipeline;
+  std::string error;
+  if (!pipeline.parseFusionList(fusion, error)) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  pipeline.gradients = gradients;
+  mlir::MLIRContext context;
+  tfmrt::Artifact artifact;
+  if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
+    ADD_FAILURE() << "compilation failed";
+    return nullptr;
+  }
+  tfmrt::RuntimeOptions options;
+  options.backend = backend;
+  std::unique_ptr<tfmrt::Model> model;
+  tfmrt::Status status = tfmrt::Model::fromArtifact(std::move(artifact), options, model);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return model;
+}
+
+void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol, double atol,
+                 const std::string &what) {
+  ASSERT_EQ(actual.shape, expected.shape) << what;
+  const float *a = actual.data<float>();
+  const float *e = expected.data<float>();
+  double worst = 0;
+  int64_t worstAt = -1;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double excess = std::abs(double(a[i]) - e[i]) - (rtol * std::abs(double(e[i])) + atol);
+    if (!(excess <= 0) && (worstAt < 0 || excess > worst)) {
+      worst = excess;
+      worstAt = i;
+    }
+  }
+  EXPECT_LT(worstAt, 0) << what << ": element " << worstAt << " is " << (worstAt >= 0 ? a[worstAt] : 0)
+                        << ", expected " << (worstAt >= 0 ? e[worstAt] : 0);
+}
+
+}  // namespace tfmc::test
