@@ -46,9 +46,10 @@ public:
     b_.setInsertionPoint(ret);
     // Seed: d loss / d logits (the loss is the result, so its own gradient is 1).
     Value logits = xent.getLogits();
-    accumulate(logits, b_.create<tfm::LabelSmoothedXentGradOp>(xent.getLoc(), logits.getType(), logits,
-                                                                xent.getTargets(), xent.getSmoothingAttr(),
-                                                                xent.getPadIdAttr()));
+    if (active_.contains(logits))
+      accumulate(logits, b_.create<tfm::LabelSmoothedXentGradOp>(xent.getLoc(), logits.getType(), logits,
+                                                                  xent.getTargets(), xent.getSmoothingAttr(),
+                                                                  xent.getPadIdAttr()));
 
     SmallVector<Operation *> forward;
     for (Operation &op : body.without_terminator()) forward.push_back(&op);
@@ -57,10 +58,11 @@ public:
       Value dy = grads_.lookup(op->getResult(0));
       if (!dy) continue;  // does not reach the loss, or is not active
       b_.setInsertionPoint(ret);
-      if (failed(backward(op, dy))) return failure();
+      if (failed(backward(op, dy)) || failed(typeError_)) return failure();
     }
 
-    // One gradient per parameter name, in order of first use.
+    // One gradient per parameter name, in the order of the tfm.param ops (the importer creates
+    // each where it is first used).
     llvm::MapVector<StringRef, Value> paramGrads;
     llvm::MapVector<StringRef, Type> paramTypes;
     for (Operation *op : forward)
@@ -101,6 +103,15 @@ public:
 private:
   void accumulate(Value v, Value g) {
     if (!active_.contains(v)) return;
+    // A gradient has its value's type. Pass-through rules (bias_add, mask, add_positions) reuse
+    // dy, whose type is the op's result type: the two differ only if the verifier let a result be
+    // more refined than its operand (static vs `?`), which the importer never produces.
+    if (g.getType() != v.getType()) {
+      typeError_ = emitError(g.getLoc()) << "tfm-autodiff: gradient type " << g.getType()
+                                         << " differs from its value's type " << v.getType()
+                                         << " (operand and result shapes must be equally refined)";
+      return;
+    }
     Value &slot = grads_[v];
     slot = slot ? b_.create<tfm::AddOp>(g.getLoc(), g.getType(), slot, g).getResult() : g;
   }
@@ -209,6 +220,7 @@ private:
   OpBuilder b_;
   llvm::DenseSet<Value> active_;
   llvm::DenseMap<Value, Value> grads_;
+  LogicalResult typeError_ = success();
 };
 
 struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {

@@ -26,8 +26,8 @@ def Autodiff : Pass<"tfm-autodiff", "mlir::ModuleOp"> {
     tfm.label_smoothed_xent. The backward ops (dialects/tfm/README.md, "Gradient ops") are
     appended in reverse program order; gradients reaching one value along several paths are
     summed with tfm.add, including tied parameters (one gradient per parameter name). The
-    function then returns (loss, one gradient per parameter in order of first use), each gradient
-    named "grad:<parameter name>". Runs on the primitive graph, before any fusion pass; dropout
+    function then returns (loss, one gradient per parameter in the order of the tfm.param ops),
+    each gradient named "grad:<parameter name>". Runs on the primitive graph, before any fusion pass; dropout
     must have been removed (training-mode dropout is not differentiated yet).
   }];
 }

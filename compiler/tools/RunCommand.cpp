@@ -69,7 +69,7 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 
 struct RunSettings {
   std::string artifactPath;
-  std::string weights, inputs, output, saveWeights, kernels = "dnnl";
+  std::string weights, inputs, output, saveWeights, kernels = "dnnl", entry = "forward";
   uint64_t seed = 1;
   int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
   bool profile = false;
@@ -132,7 +132,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
   std::vector<double> millis;
   for (int64_t i = 0; i < std::max<int64_t>(1, rs.iters); ++i) {
     auto start = std::chrono::steady_clock::now();
-    if (auto s = model->run("forward", inputs, outputs); !s.ok()) return fail(cmd, s);
+    if (auto s = model->run(rs.entry, inputs, outputs); !s.ok()) return fail(cmd, s);
     millis.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
@@ -143,16 +143,34 @@ int runForward(const char *cmd, const RunSettings &rs) {
   std::sort(steady.begin(), steady.end());
   double median = steady[steady.size() / 2];
 
-  const tfmrt::Tensor &logits = outputs[0];
-  float loss = outputs[1].data<float>()[0];
+  // Outputs by the names the compiler gave them: logits, loss, grad:<parameter>.
+  std::vector<std::string> names;
+  for (const auto &fn : a.functions)
+    if (fn.name == rs.entry)
+      for (uint32_t v : fn.outputs) names.push_back(fn.values[v].name);
+  float loss = NAN;
+  double gradSquares = 0;
+  int64_t gradTensors = 0;
+  for (size_t i = 0; i < names.size() && i < outputs.size(); ++i) {
+    if (names[i] == "loss") loss = outputs[i].data<float>()[0];
+    if (names[i].rfind("grad:", 0) == 0) {
+      ++gradTensors;
+      for (int64_t j = 0; j < outputs[i].numel(); ++j)
+        gradSquares += double(outputs[i].data<float>()[j]) * outputs[i].data<float>()[j];
+    }
+  }
   std::printf("model %s (%s kernels), batch %s src %s tgt %s\n", a.modelName.c_str(),
               rs.kernels.c_str(), std::to_string(batch).c_str(),
               shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str());
-  std::printf("logits %s  loss %.6f  (label-smoothed cross-entropy per target token)\n",
-              shapeString(logits.shape).c_str(), loss);
-  std::printf("forward: %.2f ms median of %zu, %.0f tokens/s (B x (S+T) = %lld positions), "
+  if (rs.entry == "forward")
+    std::printf("logits %s  loss %.6f  (label-smoothed cross-entropy per target token)\n",
+                shapeString(outputs[0].shape).c_str(), loss);
+  else
+    std::printf("entry %s: loss %.6f, %lld parameter gradients, global L2 norm %.6g\n", rs.entry.c_str(), loss,
+                (long long)gradTensors, std::sqrt(gradSquares));
+  std::printf("%s: %.2f ms median of %zu, %.0f tokens/s (B x (S+T) = %lld positions), "
               "load average %s\n",
-              median, steady.size(), positions / (median / 1000.0), (long long)positions,
+              rs.entry.c_str(), median, steady.size(), positions / (median / 1000.0), (long long)positions,
               loadAverage().c_str());
   if (rs.profile) {
     double total = 0;
@@ -167,7 +185,8 @@ int runForward(const char *cmd, const RunSettings &rs) {
     return 1;
   }
   if (!rs.output.empty()) {
-    std::map<std::string, tfmrt::Tensor> out{{"logits", outputs[0]}, {"loss", outputs[1]}};
+    std::map<std::string, tfmrt::Tensor> out;
+    for (size_t i = 0; i < names.size() && i < outputs.size(); ++i) out[names[i]] = outputs[i];
     if (auto s = tfmrt::writeSafetensors(rs.output, out, {}); !s.ok()) return fail(cmd, s);
     std::printf("wrote %s\n", rs.output.c_str());
   }
@@ -177,7 +196,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
                      std::vector<std::string> known) {
   for (const char *flag : {"weights", "seed", "inputs", "batch", "src-len", "tgt-len", "kernels",
-                           "iters", "output", "save-weights", "threads", "profile"})
+                           "iters", "output", "save-weights", "threads", "profile", "entry"})
     known.push_back(flag);
   auto unknown = cl.unknown(known);
   if (!unknown.empty()) {
@@ -202,6 +221,7 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   rs.iters = cl.getInt("iters", 1);
   rs.threads = cl.getInt("threads", 0);
   rs.profile = cl.has("profile");
+  rs.entry = cl.get("entry", "forward");
   return true;
 }
 

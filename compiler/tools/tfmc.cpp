@@ -64,8 +64,11 @@ commands:
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]
-      Run the forward entry: logits and label-smoothed loss. Without --inputs a built-in
-      padded sample batch is used. Prints loss and tokens/s.
+      [--entry forward|gradients]
+      Run the forward entry: logits and label-smoothed loss (or, with --entry gradients and an
+      artifact compiled with --entries=forward,gradients, the loss and every parameter's
+      gradient; --output saves them as grad:<parameter>). Without --inputs a built-in padded
+      sample batch is used. Prints loss and tokens/s.
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.

@@ -13,3 +13,6 @@ path = os.pathsep.join([os.path.join(config.tfmc_binary_dir, "bin"), config.llvm
                         config.environment.get("PATH", os.environ.get("PATH", ""))])
 config.environment["PATH"] = path
 config.substitutions.append(("%models", os.path.join(config.tfmc_source_dir, "models")))
+# The interpreter running lit (standard library only in tests).
+import sys
+config.substitutions.append(("%python", sys.executable))

@@ -328,3 +328,193 @@ func.func @concat_trailing(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>) {
   %0 = tfm.concat %a, %b : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x8xf32>
   return
 }
+
+// -----
+// Gradient ops (tfm-autodiff) and batch_matmul's transpose_a.
+func.func @weight_grad_leading(%dy: tensor<2x5x16xf32>, %x: tensor<3x5x8xf32>) {
+  // expected-error @+1 {{input dimension 0 is 3 but must be 2}}
+  %0 = tfm.weight_grad %dy, %x : (tensor<2x5x16xf32>, tensor<3x5x8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+func.func @weight_grad_rank(%dy: tensor<?x?x16xf32>, %x: tensor<?x8xf32>) {
+  // expected-error @+1 {{input must have the rank of dy (3), got rank 2}}
+  %0 = tfm.weight_grad %dy, %x : (tensor<?x?x16xf32>, tensor<?x8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+func.func @weight_grad_dy_rank(%dy: tensor<16xf32>, %x: tensor<8xf32>) {
+  // expected-error @+1 {{dy must have rank >= 2, got rank 1}}
+  %0 = tfm.weight_grad %dy, %x : (tensor<16xf32>, tensor<8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+func.func @weight_grad_result(%dy: tensor<?x?x16xf32>, %x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 0 is 8 but must be 16}}
+  %0 = tfm.weight_grad %dy, %x : (tensor<?x?x16xf32>, tensor<?x?x8xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+func.func @bias_grad_result(%dy: tensor<?x?x16xf32>) {
+  // expected-error @+1 {{result dimension 0 is 8 but must be 16}}
+  %0 = tfm.bias_grad %dy : (tensor<?x?x16xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+func.func @bias_grad_scalar(%dy: tensor<f32>) {
+  // expected-error @+1 {{dy must have rank >= 1}}
+  %0 = tfm.bias_grad %dy : (tensor<f32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+func.func @relu_grad_types(%x: tensor<?x8xf32>, %dy: tensor<?x4xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tfm.relu_grad"(%x, %dy) : (tensor<?x8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @softmax_grad_types(%y: tensor<?x2x?x?xf32>, %dy: tensor<?x4x?x?xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "tfm.softmax_grad"(%y, %dy) : (tensor<?x2x?x?xf32>, tensor<?x4x?x?xf32>) -> tensor<?x2x?x?xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_grad_gamma(%x: tensor<?x8xf32>, %g: tensor<6xf32>, %dy: tensor<?x8xf32>) {
+  // expected-error @+1 {{gamma length is 6 but must be 8}}
+  %0 = tfm.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<6xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_grad_dy(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %dy: tensor<?x4xf32>) {
+  // expected-error @+1 {{dy dimension 1 is 4 but must be 8}}
+  %0 = tfm.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_grad_epsilon(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %dy: tensor<?x8xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0 = tfm.layer_norm_grad %x, %g, %dy {epsilon = 0.0 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_gamma_grad_dy_rank(%x: tensor<?x8xf32>, %dy: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{dy must have the input's rank 2, got rank 3}}
+  %0 = tfm.layer_norm_gamma_grad %x, %dy {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<?x?x8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+func.func @layer_norm_gamma_grad_result(%x: tensor<?x8xf32>, %dy: tensor<?x8xf32>) {
+  // expected-error @+1 {{result must have rank 1, got rank 2}}
+  %0 = tfm.layer_norm_gamma_grad %x, %dy {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<1x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_grad_num_rows(%ids: tensor<?x?xi32>, %dy: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 0 is 10 but must be 11}}
+  %0 = tfm.embedding_grad %ids, %dy {num_rows = 11} : (tensor<?x?xi32>, tensor<?x?x8xf32>) -> tensor<10x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_grad_nonpositive(%ids: tensor<?x?xi32>, %dy: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{num_rows must be positive, got 0}}
+  %0 = tfm.embedding_grad %ids, %dy {num_rows = 0} : (tensor<?x?xi32>, tensor<?x?x8xf32>) -> tensor<0x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_grad_length(%ids: tensor<2x5xi32>, %dy: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{dy length is 4 but must be 5}}
+  %0 = tfm.embedding_grad %ids, %dy {num_rows = 11} : (tensor<2x5xi32>, tensor<2x4x8xf32>) -> tensor<11x8xf32>
+  return
+}
+
+// -----
+func.func @embedding_grad_width(%ids: tensor<?x?xi32>, %dy: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 1 is 6 but must be 8}}
+  %0 = tfm.embedding_grad %ids, %dy {num_rows = 11} : (tensor<?x?xi32>, tensor<?x?x8xf32>) -> tensor<11x6xf32>
+  return
+}
+
+// -----
+func.func @positions_grad_too_long(%dy: tensor<2x20x8xf32>) {
+  // expected-error @+1 {{sequence length 20 exceeds the position table (16 rows)}}
+  %0 = tfm.positions_grad %dy {num_rows = 16} : (tensor<2x20x8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+func.func @positions_grad_result(%dy: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 0 is 12 but must be 16}}
+  %0 = tfm.positions_grad %dy {num_rows = 16} : (tensor<?x?x8xf32>) -> tensor<12x8xf32>
+  return
+}
+
+// -----
+func.func @positions_grad_rank(%dy: tensor<?x8xf32>) {
+  // expected-error @+1 {{dy must have rank 3, got rank 2}}
+  %0 = tfm.positions_grad %dy {num_rows = 16} : (tensor<?x8xf32>) -> tensor<16x8xf32>
+  return
+}
+
+// -----
+func.func @xent_grad_result_rank(%l: tensor<?x?x11xf32>, %t: tensor<?x?xi32>) {
+  // expected-error @+1 {{result must have rank 3, got rank 0}}
+  %0 = tfm.label_smoothed_xent_grad %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @xent_grad_result_vocab(%l: tensor<?x?x11xf32>, %t: tensor<?x?xi32>) {
+  // expected-error @+1 {{result dimension 2 is 10 but must be 11}}
+  %0 = tfm.label_smoothed_xent_grad %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<?x?x10xf32>
+  return
+}
+
+// -----
+func.func @xent_grad_targets(%l: tensor<3x5x11xf32>, %t: tensor<2x5xi32>) {
+  // expected-error @+1 {{targets batch dimension is 2 but must be 3}}
+  %0 = tfm.label_smoothed_xent_grad %l, %t {smoothing = 0.1 : f64, pad_id = 0} : (tensor<3x5x11xf32>, tensor<2x5xi32>) -> tensor<3x5x11xf32>
+  return
+}
+
+// -----
+func.func @xent_grad_smoothing(%l: tensor<?x?x11xf32>, %t: tensor<?x?xi32>) {
+  // expected-error @+1 {{smoothing must be in [0, 1), got 1.000000e+00}}
+  %0 = tfm.label_smoothed_xent_grad %l, %t {smoothing = 1.0 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<?x?x11xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_transpose_a_contraction(%a: tensor<?x2x6x?xf32>, %b: tensor<?x2x5x4xf32>) {
+  // expected-error @+1 {{rhs contraction dimension is 5 but must be 6}}
+  %0 = tfm.batch_matmul %a, %b {transpose_a = true} : (tensor<?x2x6x?xf32>, tensor<?x2x5x4xf32>) -> tensor<?x2x?x4xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_transpose_a_result(%a: tensor<?x2x6x7xf32>, %b: tensor<?x2x6x4xf32>) {
+  // expected-error @+1 {{result dimension 2 is 6 but must be 7}}
+  %0 = tfm.batch_matmul %a, %b {transpose_a = true} : (tensor<?x2x6x7xf32>, tensor<?x2x6x4xf32>) -> tensor<?x2x6x4xf32>
+  return
+}
+
+// -----
+func.func @batch_matmul_transpose_ab_contraction(%a: tensor<?x2x6x7xf32>, %b: tensor<?x2x4x7xf32>) {
+  // expected-error @+1 {{rhs contraction dimension is 7 but must be 6}}
+  %0 = tfm.batch_matmul %a, %b {transpose_a = true, transpose_b = true} : (tensor<?x2x6x7xf32>, tensor<?x2x4x7xf32>) -> tensor<?x2x7x4xf32>
+  return
+}

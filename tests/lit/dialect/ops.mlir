@@ -55,3 +55,41 @@ func.func @loss(%logits: tensor<?x?x11xf32>, %targets: tensor<?x?xi32>) -> tenso
   %l = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// Gradient ops (produced by tfm-autodiff) and batch_matmul's transpose_a.
+// CHECK-LABEL: func.func @gradients
+func.func @gradients(%x: tensor<?x?x8xf32>, %dy: tensor<?x?x16xf32>, %dx: tensor<?x?x8xf32>, %ids: tensor<?x?xi32>, %gamma: tensor<8xf32>, %p: tensor<?x2x?x?xf32>, %dp: tensor<?x2x?x?xf32>, %c: tensor<?x2x?x4xf32>, %logits: tensor<?x?x11xf32>) {
+  // CHECK: tfm.weight_grad %arg1, %arg0 : (tensor<?x?x16xf32>, tensor<?x?x8xf32>) -> tensor<16x8xf32>
+  %0 = tfm.weight_grad %dy, %x : (tensor<?x?x16xf32>, tensor<?x?x8xf32>) -> tensor<16x8xf32>
+  // CHECK: tfm.bias_grad %arg1 : (tensor<?x?x16xf32>) -> tensor<16xf32>
+  %1 = tfm.bias_grad %dy : (tensor<?x?x16xf32>) -> tensor<16xf32>
+  // CHECK: tfm.relu_grad %arg0, %arg2 : tensor<?x?x8xf32>
+  %2 = tfm.relu_grad %x, %dx : tensor<?x?x8xf32>
+  // CHECK: tfm.gelu_grad %arg0, %arg2 : tensor<?x?x8xf32>
+  %3 = tfm.gelu_grad %x, %dx : tensor<?x?x8xf32>
+  // CHECK: tfm.softmax_grad %arg5, %arg6 : tensor<?x2x?x?xf32>
+  %4 = tfm.softmax_grad %p, %dp : tensor<?x2x?x?xf32>
+  // CHECK: tfm.layer_norm_grad %arg0, %arg4, %arg2 {epsilon = 1.000000e-05 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  %5 = tfm.layer_norm_grad %x, %gamma, %dx {epsilon = 1.0e-5 : f64} : (tensor<?x?x8xf32>, tensor<8xf32>, tensor<?x?x8xf32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.layer_norm_gamma_grad %arg0, %arg2 {epsilon = 1.000000e-05 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<8xf32>
+  %6 = tfm.layer_norm_gamma_grad %x, %dx {epsilon = 1.0e-5 : f64} : (tensor<?x?x8xf32>, tensor<?x?x8xf32>) -> tensor<8xf32>
+  // CHECK: tfm.embedding_grad %arg3, %arg2 {num_rows = 11 : i64} : (tensor<?x?xi32>, tensor<?x?x8xf32>) -> tensor<11x8xf32>
+  %7 = tfm.embedding_grad %ids, %dx {num_rows = 11} : (tensor<?x?xi32>, tensor<?x?x8xf32>) -> tensor<11x8xf32>
+  // CHECK: tfm.positions_grad %arg2 {num_rows = 16 : i64} : (tensor<?x?x8xf32>) -> tensor<16x8xf32>
+  %8 = tfm.positions_grad %dx {num_rows = 16} : (tensor<?x?x8xf32>) -> tensor<16x8xf32>
+  // CHECK: tfm.label_smoothed_xent_grad %arg8, %arg3 {pad_id = 0 : i64, smoothing = 1.000000e-01 : f64} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<?x?x11xf32>
+  %9 = tfm.label_smoothed_xent_grad %logits, %ids {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<?x?x11xf32>
+  // CHECK: tfm.batch_matmul %arg5, %arg7 {transpose_a = true} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  %10 = tfm.batch_matmul %p, %c {transpose_a = true} : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
+  // CHECK: tfm.batch_matmul %arg7, %arg7 {transpose_a = true, transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
+  %11 = tfm.batch_matmul %c, %c {transpose_a = true, transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x4x?xf32>
+  // An explicit default (false) is not printed.
+  // CHECK: tfm.batch_matmul %arg7, %arg7 {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32>
+  %12 = tfm.batch_matmul %c, %c {transpose_a = false, transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32>
+  // Static shapes: lhs [2, 3, 5, 7] read as [2, 3, 7, 5].
+  // CHECK: tfm.batch_matmul %{{.*}}, %{{.*}} {transpose_a = true} : (tensor<2x3x5x7xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x7x4xf32>
+  %a = tfm.param "a" : tensor<2x3x5x7xf32>
+  %b = tfm.param "b" : tensor<2x3x5x4xf32>
+  %13 = tfm.batch_matmul %a, %b {transpose_a = true} : (tensor<2x3x5x7xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x7x4xf32>
+  return
+}
