@@ -23,6 +23,7 @@ void registerFastLayerNorm(KernelRegistry &r);   // layer_norm, add_layer_norm
 void registerFastElementwise(KernelRegistry &r);  // scale, relu, gelu, add, bias_add, mask
 void registerFastCopy(KernelRegistry &r);         // split_heads, merge_heads, slice_last
 void registerFastXent(KernelRegistry &r);         // label_smoothed_xent
+void registerDnnlGrad(KernelRegistry &r);         // weight_grad, bias_grad, relu_grad, xent_grad
 
 inline KernelKey dnnlKey(const char *op, DType dtype = DType::F32) {
   return {op, dtype, Layout::Plain, KernelBackend::Dnnl};

@@ -11,6 +11,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerFastElementwise(r);
   registerFastCopy(r);
   registerFastXent(r);
+  registerDnnlGrad(r);
   registerFastAttention(r);
 }
 

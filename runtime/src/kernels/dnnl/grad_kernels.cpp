@@ -1,0 +1,203 @@
+// Gradient ops on the Dnnl backend (tfm-autodiff's output), each tested against its reference
+// kernel (tests/unit/runtime/grad_kernels_test.cpp):
+//   dnnl.weight_grad          dW [N, K] = dy^T x as one oneDNN matmul: dy [R, N] read through the
+//                             transposed tag `ba`, all dims run-time (one primitive for any R)
+//   fast.bias_grad            column sums, rows split over threads, partial sums merged
+//   fast.relu_grad            vectorised select
+//   fast.label_smoothed_xent_grad  (softmax(z) - q) / N per row with the vectorised exp
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "format.h"
+#include "kernels/dnnl/dnnl_context.h"
+#include "kernels/dnnl/fast_util.h"
+#include "kernels/xent_common.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr memory::dim kRT = DNNL_RUNTIME_DIM_VAL;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+class DnnlWeightGradKernel final : public Kernel {
+public:
+  const char *name() const override { return "dnnl.weight_grad"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    if (!info.dnnl) return internalError("dnnl.weight_grad needs a oneDNN context");
+    ctx_ = info.dnnl;
+    try {
+      memory::desc srcMd({kRT, kRT}, kF32, tag::ba);  // dy^T: [N, R] over dy's [R, N] storage
+      memory::desc wMd({kRT, kRT}, kF32, tag::ab);    // x [R, K]
+      memory::desc dstMd({kRT, kRT}, kF32, tag::ab);  // dW [N, K]
+      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine));
+    } catch (const dnnl::error &e) {
+      return dnnlError("weight_grad primitive creation", e);
+    }
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const TensorRef &dy = a.inputs[0], &x = a.inputs[1], &dw = a.outputs[0];
+    const int64_t n = dy.dim(-1), k = x.dim(-1), r = rowsOf(dy);
+    if (n == 0 || k == 0) return Status::OK();
+    if (r == 0) {  // no positions: the sum is empty
+      std::memset(dw.data, 0, size_t(n * k) * sizeof(float));
+      return Status::OK();
+    }
+    try {
+      if (r != r_ || n != n_ || k != k_) {
+        dyMem_ = memory({{n, r}, kF32, tag::ba}, ctx_->engine, nullptr);
+        xMem_ = memory({{r, k}, kF32, tag::ab}, ctx_->engine, nullptr);
+        dwMem_ = memory({{n, k}, kF32, tag::ab}, ctx_->engine, nullptr);
+        args_ = {{DNNL_ARG_SRC, dyMem_.get()}, {DNNL_ARG_WEIGHTS, xMem_.get()}, {DNNL_ARG_DST, dwMem_.get()}};
+        r_ = r, n_ = n, k_ = k;
+      }
+      dyMem_.set_data_handle(dy.data);
+      xMem_.set_data_handle(x.data);
+      dwMem_.set_data_handle(dw.data);
+      dnnlExecute(prim_, ctx_->stream, args_);
+      ctx_->stream.wait();
+    } catch (const dnnl::error &e) {
+      return dnnlError("weight_grad", e);
+    }
+    return Status::OK();
+  }
+
+private:
+  DnnlContext *ctx_ = nullptr;
+  dnnl::matmul prim_;
+  int64_t r_ = -1, n_ = -1, k_ = -1;
+  memory dyMem_, xMem_, dwMem_;
+  std::vector<dnnl_exec_arg_t> args_;
+};
+
+TFMRT_SIMD_CLONES void addRowsInto(const float *x, int64_t rows, int64_t n, float *acc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * n;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) acc[j] += xr[j];
+  }
+}
+
+class FastBiasGradKernel final : public Kernel {
+public:
+  const char *name() const override { return "fast.bias_grad"; }
+  Status run(const KernelArgs &a) override {
+    const float *dy = a.inputs[0].as<float>();
+    float *out = a.outputs[0].as<float>();
+    const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
+    std::memset(out, 0, size_t(n) * sizeof(float));
+    if (rows == 0 || n == 0) return Status::OK();
+    int threads = rows * n >= kParallelMinElements ? omp_get_max_threads() : 1;
+    if (size_t(threads) * size_t(n) * sizeof(float) > a.scratchBytes) threads = 1;  // planned for fewer threads
+    if (threads == 1) {
+      addRowsInto(dy, rows, n, out);
+      return Status::OK();
+    }
+    // One partial row per thread in the caller's scratch, then a serial merge.
+    float *partial = static_cast<float *>(a.scratch);
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
+      float *acc = partial + t * n;
+      std::memset(acc, 0, size_t(n) * sizeof(float));
+      addRowsInto(dy + begin * n, end - begin, n, acc);
+    }
+    addRowsInto(partial, threads, n, out);
+    return Status::OK();
+  }
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
+    return size_t(in[0]->back()) * size_t(threads) * sizeof(float);
+  }
+};
+
+TFMRT_SIMD_CLONES void reluGradSpan(const float *x, const float *dy, float *dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+class FastReluGradKernel final : public Kernel {
+public:
+  const char *name() const override { return "fast.relu_grad"; }
+  Status run(const KernelArgs &a) override {
+    const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
+    float *dx = a.outputs[0].as<float>();
+    fast::parallelSpans(a.inputs[0].numel(), kParallelMinElements,
+                        [&](int64_t i, int64_t e) { reluGradSpan(x + i, dy + i, dx + i, e - i); });
+    return Status::OK();
+  }
+};
+
+// g[v] = (exp(z[v] - max) / sumExp - e / V) * inv, then g[target] -= (1 - e) * inv.
+TFMRT_SIMD_CLONES void xentGradRow(const float *z, float *g, int64_t n, float smoothOverV, float inv) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t v = 0; v < n; ++v) mx = std::max(mx, z[v]);
+  double sumExp = 0.0;
+  for (int64_t begin = 0; begin < n; begin += 4096) {  // short float partial sums, added in double
+    const int64_t end = std::min(n, begin + 4096);
+    float e = 0.0f;
+#pragma omp simd reduction(+ : e)
+    for (int64_t v = begin; v < end; ++v) {
+      const float p = fast::expApprox(z[v] - mx);
+      g[v] = p;
+      e += p;
+    }
+    sumExp += e;
+  }
+  const float scale = float(1.0 / sumExp) * inv, shift = smoothOverV * inv;
+#pragma omp simd
+  for (int64_t v = 0; v < n; ++v) g[v] = g[v] * scale - shift;
+}
+
+class FastXentGradKernel final : public Kernel {
+public:
+  const char *name() const override { return "fast.label_smoothed_xent_grad"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    smoothing_ = attrFloat(*info.node, "smoothing");
+    padId_ = int32_t(attrInt(*info.node, "pad_id"));
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const float *logits = a.inputs[0].as<float>();
+    const int32_t *targets = a.inputs[1].as<int32_t>();
+    float *dz = a.outputs[0].as<float>();
+    const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
+    TFMRT_RETURN_IF_ERROR(xent::checkTargets(targets, positions, padId_, V, *a.inputs[1].shape));
+    int64_t count = 0;
+    for (int64_t p = 0; p < positions; ++p) count += targets[p] != padId_;
+    const float inv = count ? float(1.0 / double(count)) : 0.0f;
+    const float smoothOverV = float(smoothing_ / double(V)), hit = float(1.0 - smoothing_) * inv;
+#pragma omp parallel for schedule(static) if (positions * V >= kParallelMinElements)
+    for (int64_t p = 0; p < positions; ++p) {
+      float *g = dz + p * V;
+      if (targets[p] == padId_) {
+        std::memset(g, 0, size_t(V) * sizeof(float));
+        continue;
+      }
+      xentGradRow(logits + p * V, g, V, smoothOverV, inv);
+      g[targets[p]] -= hit;
+    }
+    return Status::OK();
+  }
+
+private:
+  double smoothing_ = 0.0;
+  int32_t padId_ = 0;
+};
+
+}  // namespace
+
+void registerDnnlGrad(KernelRegistry &r) {
+  r.add(dnnlKey("tfm.weight_grad"), makeKernel<DnnlWeightGradKernel>);
+  r.add(dnnlKey("tfm.bias_grad"), makeKernel<FastBiasGradKernel>);
+  r.add(dnnlKey("tfm.relu_grad"), makeKernel<FastReluGradKernel>);
+  r.add(dnnlKey("tfm.label_smoothed_xent_grad"), makeKernel<FastXentGradKernel>);
+}
+
+}  // namespace tfmrt
