@@ -7,6 +7,7 @@
 
 #include "format.h"
 #include "kernels/kernel_util.h"
+#include "op_schema.h"
 
 namespace tfmrt::xent {
 
@@ -25,5 +26,19 @@ inline double positionLoss(double zTarget, double lse, double sumZ, int64_t V, d
   const double sumLogp = sumZ - double(V) * lse;
   return -(1.0 - smoothing) * logpY - (smoothing / double(V)) * sumLogp;
 }
+
+// The attributes every label_smoothed_xent(_grad) kernel reads.
+class KernelBase : public Kernel {
+public:
+  Status prepare(const KernelPrepareInfo &info) override {
+    smoothing_ = attrFloat(*info.node, "smoothing");
+    padId_ = int32_t(attrInt(*info.node, "pad_id"));
+    return Status::OK();
+  }
+
+protected:
+  double smoothing_ = 0.0;
+  int32_t padId_ = 0;
+};
 
 }  // namespace tfmrt::xent

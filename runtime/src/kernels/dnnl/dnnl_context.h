@@ -10,6 +10,14 @@
 
 namespace tfmrt {
 
+// Spellings shared by the oneDNN kernels (`using namespace dnnl_names;` in their .cpp files).
+namespace dnnl_names {
+using memory = dnnl::memory;
+using tag = dnnl::memory::format_tag;
+constexpr dnnl::memory::dim kRT = DNNL_RUNTIME_DIM_VAL;  // a run-time dimension
+constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
+}  // namespace dnnl_names
+
 struct DnnlContext {
   dnnl::engine engine;
   dnnl::stream stream;

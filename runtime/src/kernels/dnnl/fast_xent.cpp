@@ -42,14 +42,9 @@ TFMRT_SIMD_CLONES void rowSums(const float *z, int64_t n, RowSums &out) {
   out = {mx, sumExp, sumZ};
 }
 
-class FastXentKernel final : public Kernel {
+class FastXentKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "fast.label_smoothed_xent"; }
-  Status prepare(const KernelPrepareInfo &info) override {
-    smoothing_ = attrFloat(*info.node, "smoothing");
-    padId_ = int32_t(attrInt(*info.node, "pad_id"));
-    return Status::OK();
-  }
   Status run(const KernelArgs &a) override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
@@ -70,10 +65,6 @@ public:
     a.outputs[0].as<float>()[0] = count ? float(total / double(count)) : 0.0f;
     return Status::OK();
   }
-
-private:
-  double smoothing_ = 0.0;
-  int32_t padId_ = 0;
 };
 
 }  // namespace

@@ -19,10 +19,7 @@
 namespace tfmrt {
 namespace {
 
-using dnnl::memory;
-using tag = memory::format_tag;
-constexpr memory::dim kRT = DNNL_RUNTIME_DIM_VAL;
-constexpr memory::data_type kF32 = memory::data_type::f32;
+using namespace dnnl_names;
 
 class DnnlWeightGradKernel final : public Kernel {
 public:
@@ -155,14 +152,9 @@ TFMRT_SIMD_CLONES void xentGradRow(const float *z, float *g, int64_t n, float sm
   for (int64_t v = 0; v < n; ++v) g[v] = g[v] * scale - shift;
 }
 
-class FastXentGradKernel final : public Kernel {
+class FastXentGradKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "fast.label_smoothed_xent_grad"; }
-  Status prepare(const KernelPrepareInfo &info) override {
-    smoothing_ = attrFloat(*info.node, "smoothing");
-    padId_ = int32_t(attrInt(*info.node, "pad_id"));
-    return Status::OK();
-  }
   Status run(const KernelArgs &a) override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
@@ -185,10 +177,6 @@ public:
     }
     return Status::OK();
   }
-
-private:
-  double smoothing_ = 0.0;
-  int32_t padId_ = 0;
 };
 
 }  // namespace

@@ -23,10 +23,7 @@
 namespace tfmrt {
 namespace {
 
-using dnnl::memory;
-using tag = memory::format_tag;
-constexpr memory::dim kRT = DNNL_RUNTIME_DIM_VAL;
-constexpr memory::data_type kF32 = memory::data_type::f32;
+using namespace dnnl_names;
 
 enum class Activation { None, Relu, Gelu };
 

@@ -13,21 +13,7 @@
 namespace tfmrt {
 namespace {
 
-// The attributes both kernels read.
-class XentKernelBase : public Kernel {
-public:
-  Status prepare(const KernelPrepareInfo &info) override {
-    smoothing_ = attrFloat(*info.node, "smoothing");
-    padId_ = int32_t(attrInt(*info.node, "pad_id"));
-    return Status::OK();
-  }
-
-protected:
-  double smoothing_ = 0.0;
-  int32_t padId_ = 0;
-};
-
-class XentKernel final : public XentKernelBase {
+class XentKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "reference.label_smoothed_xent"; }
   Status run(const KernelArgs &a) override {
@@ -58,7 +44,7 @@ public:
 };
 
 // (softmax(z) - q) / count at non-pad targets, q = (1 - e) onehot(y) + e / V.
-class XentGradKernel final : public XentKernelBase {
+class XentGradKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "reference.label_smoothed_xent_grad"; }
   Status run(const KernelArgs &a) override {
