@@ -5,7 +5,8 @@ compared against. Prints one JSON line; tokens/s counts batch * (src_len + tgt_l
     --batch 32 --src-len 64 --tgt-len 64 --iters 10 --warmup 2 [--threads 2] [--weights f.safetensors]
 
 By default the forward stops at the logits (as inference does); --loss adds the label-smoothed
-cross-entropy.
+cross-entropy; --backward (implies --loss) also runs loss.backward() (eval mode, no dropout):
+the work of tfmc's `gradients` entry.
 """
 import argparse
 import json
@@ -45,6 +46,7 @@ def _parse_args():
     ap.add_argument("--weights", help="safetensors file with tfmc parameter names")
     ap.add_argument("--seed", type=int, default=1, help="init seed when --weights is not given")
     ap.add_argument("--loss", action="store_true", help="also compute the loss")
+    ap.add_argument("--backward", action="store_true", help="also backpropagate the loss (implies --loss)")
     return ap.parse_args()
 
 
@@ -78,16 +80,22 @@ def main():
     src = torch.randint(3, m["src_vocab_size"], (args.batch, args.src_len), generator=gen)
     tgt_in = torch.randint(3, m["tgt_vocab_size"], (args.batch, args.tgt_len), generator=gen)
     tgt_in[:, 0] = m["bos_id"]
+    args.loss = args.loss or args.backward
     tgt_out = torch.roll(tgt_in, -1, dims=1) if args.loss else None
 
     times = []
-    with torch.no_grad():
-        for i in range(args.warmup + args.iters):
-            t0 = time.perf_counter()
+    for i in range(args.warmup + args.iters):
+        t0 = time.perf_counter()
+        if args.backward:
+            model.zero_grad(set_to_none=True)
             logits, loss = model(src, tgt_in, tgt_out)
-            t1 = time.perf_counter()
-            if i >= args.warmup:
-                times.append(t1 - t0)
+            loss.backward()
+        else:
+            with torch.no_grad():
+                logits, loss = model(src, tgt_in, tgt_out)
+        t1 = time.perf_counter()
+        if i >= args.warmup:
+            times.append(t1 - t0)
     median = statistics.median(times)
     tokens = args.batch * (args.src_len + args.tgt_len)
     print(json.dumps({
@@ -102,6 +110,7 @@ def main():
         "iters": args.iters,
         "threads": torch.get_num_threads(),
         "loss": args.loss,
+        "backward": args.backward,
         "torch": torch.__version__,
     }))
 
