@@ -21,6 +21,12 @@ TEST_P(FastGradKernels, MatchReference) {
   if (pre.numel() > 1) pre.data<float>()[0] = 0.0f;  // relu'(0) = 0, as in PyTorch
   SingleOp("tfm.relu_grad", {{pre}, {dy}}, {}).compare("fast.relu_grad", 0, 0);
 
+  // Repeated ids (the scatter-add must accumulate), small vocabulary.
+  const int64_t vocab = 1 + s.in % 13;
+  SingleOp("tfm.embedding_grad", {{randomIds({s.batch, s.len}, 0, int32_t(vocab), 56)}, {dy}},
+           {{"num_rows", AttrValue::ofInt(vocab)}})
+      .compare("fast.embedding_grad", 2e-5, 1e-4);
+
   // Logits with a wide range, some pad targets (id 0), and a row whose target is the pad id only.
   const Tensor logits = randomF32({s.batch, s.len, s.out}, 54, -12, 12);
   Tensor targets = randomIds({s.batch, s.len}, 0, int32_t(s.out), 55);

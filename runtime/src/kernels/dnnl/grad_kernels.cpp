@@ -5,6 +5,8 @@
 //   fast.bias_grad            column sums, rows split over threads, partial sums merged
 //   fast.relu_grad            vectorised select
 //   fast.label_smoothed_xent_grad  (softmax(z) - q) / N per row with the vectorised exp
+//   fast.embedding_grad       zeroed table + scatter-add of dy rows, columns split over threads
+//                             (no two threads touch one element, so no atomics)
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -179,9 +181,43 @@ public:
   }
 };
 
+TFMRT_SIMD_CLONES void addColumns(const float *src, float *dst, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+class FastEmbeddingGradKernel final : public Kernel {
+public:
+  const char *name() const override { return "fast.embedding_grad"; }
+  Status run(const KernelArgs &a) override {
+    const int32_t *ids = a.inputs[0].as<int32_t>();
+    const float *dy = a.inputs[1].as<float>();
+    float *table = a.outputs[0].as<float>();
+    const int64_t V = a.outputs[0].dim(0), D = a.outputs[0].dim(1), positions = a.inputs[0].numel();
+    for (int64_t p = 0; p < positions; ++p)
+      if (ids[p] < 0 || ids[p] >= V)
+        return invalidArgument(cat("token id ", ids[p], " at flat position ", p, " of ids ", shapeStr(*a.inputs[0].shape),
+                                   " is outside the table's ", V, " rows"));
+    fast::parallelSpans(V * D, kParallelMinElements,
+                        [&](int64_t i, int64_t e) { std::memset(table + i, 0, size_t(e - i) * sizeof(float)); });
+    // Columns [c0, c1) of every row belong to one thread; rows are added in position order, so
+    // the result does not depend on the thread count.
+    const bool parallel = positions * D >= kParallelMinElements && omp_get_max_threads() > 1;
+#pragma omp parallel if (parallel)
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t c0 = (D * t / nt) / 16 * 16, c1 = t + 1 == nt ? D : (D * (t + 1) / nt) / 16 * 16;
+      if (c0 < c1)
+        for (int64_t p = 0; p < positions; ++p) addColumns(dy + p * D + c0, table + int64_t(ids[p]) * D + c0, c1 - c0);
+    }
+    return Status::OK();
+  }
+};
+
 }  // namespace
 
 void registerDnnlGrad(KernelRegistry &r) {
+  r.add({"tfm.embedding_grad", DType::I32, Layout::Plain, KernelBackend::Dnnl}, makeKernel<FastEmbeddingGradKernel>);
   r.add(dnnlKey("tfm.weight_grad"), makeKernel<DnnlWeightGradKernel>);
   r.add(dnnlKey("tfm.bias_grad"), makeKernel<FastBiasGradKernel>);
   r.add(dnnlKey("tfm.relu_grad"), makeKernel<FastReluGradKernel>);
