@@ -6,7 +6,8 @@ compared against. Prints one JSON line; tokens/s counts batch * (src_len + tgt_l
 
 By default the forward stops at the logits (as inference does); --loss adds the label-smoothed
 cross-entropy; --backward (implies --loss) also runs loss.backward() (eval mode, no dropout):
-the work of tfmc's `gradients` entry.
+the work of tfmc's `gradients` entry; --adam (implies --backward) adds torch.optim.Adam's step:
+the work of tfmc's `train_step` entry.
 """
 import argparse
 import json
@@ -47,6 +48,7 @@ def _parse_args():
     ap.add_argument("--seed", type=int, default=1, help="init seed when --weights is not given")
     ap.add_argument("--loss", action="store_true", help="also compute the loss")
     ap.add_argument("--backward", action="store_true", help="also backpropagate the loss (implies --loss)")
+    ap.add_argument("--adam", action="store_true", help="also take an Adam step (implies --backward)")
     return ap.parse_args()
 
 
@@ -80,7 +82,9 @@ def main():
     src = torch.randint(3, m["src_vocab_size"], (args.batch, args.src_len), generator=gen)
     tgt_in = torch.randint(3, m["tgt_vocab_size"], (args.batch, args.tgt_len), generator=gen)
     tgt_in[:, 0] = m["bos_id"]
+    args.backward = args.backward or args.adam
     args.loss = args.loss or args.backward
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9) if args.adam else None
     tgt_out = torch.roll(tgt_in, -1, dims=1) if args.loss else None
 
     times = []
@@ -90,6 +94,8 @@ def main():
             model.zero_grad(set_to_none=True)
             logits, loss = model(src, tgt_in, tgt_out)
             loss.backward()
+            if opt is not None:
+                opt.step()
         else:
             with torch.no_grad():
                 logits, loss = model(src, tgt_in, tgt_out)
@@ -111,6 +117,7 @@ def main():
         "threads": torch.get_num_threads(),
         "loss": args.loss,
         "backward": args.backward,
+        "adam": args.adam,
         "torch": torch.__version__,
     }))
 

@@ -23,6 +23,7 @@ struct PipelineOptions {
   bool printIrAfterAll = false;  // print the IR after every pass (stderr)
   bool verifyEach = true;
   bool gradients = false;        // also the `gradients` entry (loss + parameter gradients)
+  bool trainStep = false;        // also the `train_step` entry (forward, backward, Adam in place)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
   bool parseFusionList(const std::string &list, std::string &error);

@@ -30,8 +30,9 @@ public:
     OwningOpRef<ModuleOp> module = ModuleOp::create(specLoc_);
     module->getOperation()->setAttr("tfm.model_name", b_.getStringAttr(spec_.name));
     b_.setInsertionPointToEnd(module->getBody());
-    buildEntry("forward", /*gradients=*/false);
-    if (options.gradients) buildEntry("gradients", /*gradients=*/true);
+    buildEntry("forward", Entry::Forward);
+    if (options.gradients) buildEntry("gradients", Entry::Gradients);
+    if (options.trainStep) buildEntry("train_step", Entry::TrainStep);
     return module;
   }
 
@@ -165,20 +166,39 @@ private:
     return m_.tie_src_tgt_embeddings ? "shared_embedding.weight" : "decoder.embed_tokens.weight";
   }
 
+  enum class Entry { Forward, Gradients, TrainStep };
+
   // `forward`: (src, tgt_in, tgt_out) -> (logits, loss). `gradients`: the same graph returning
-  // the loss only, marked for tfm-autodiff, which adds one gradient result per parameter. Both are
-  // inference-mode (dropout is the identity): `gradients` is the exact gradient of `forward`'s
-  // loss, for checking against a reference; the training step with dropout comes later.
-  void buildEntry(StringRef name, bool gradients) {
+  // the loss only, marked for tfm-autodiff, which adds one gradient result per parameter.
+  // `train_step`: (src, tgt_in, tgt_out, step) -> loss, marked for tfm-autodiff and then
+  // tfm-apply-adam (the spec's training hyper-parameters), which update the weights in place.
+  // All are inference-mode so far (dropout is the identity): `gradients` is the exact gradient
+  // of `forward`'s loss; training-mode dropout is not built yet.
+  void buildEntry(StringRef name, Entry kind) {
+    const bool gradients = kind != Entry::Forward;
     auto logitsType = f32Type({kDyn, kDyn, m_.tgt_vocab_size});
     auto lossType = f32Type({});
     SmallVector<Type> results;
     if (!gradients) results.push_back(logitsType);
     results.push_back(lossType);
-    auto fnType = b_.getFunctionType({idsType(), idsType(), idsType()}, results);
+    SmallVector<Type> args{idsType(), idsType(), idsType()};
+    if (kind == Entry::TrainStep) args.push_back(RankedTensorType::get({}, b_.getI32Type()));
+    auto fnType = b_.getFunctionType(args, results);
     auto fn = b_.create<func::FuncOp>(specLoc_, name, fnType);
     fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
     if (gradients) fn->setAttr("tfm.differentiate", b_.getUnitAttr());
+    if (kind == Entry::TrainStep) {
+      const TrainingSection &t = spec_.training;
+      fn->setAttr("tfm.adam", b_.getDictionaryAttr({
+                                  b_.getNamedAttr("beta1", b_.getF64FloatAttr(t.adam_beta1)),
+                                  b_.getNamedAttr("beta2", b_.getF64FloatAttr(t.adam_beta2)),
+                                  b_.getNamedAttr("epsilon", b_.getF64FloatAttr(t.adam_eps)),
+                                  b_.getNamedAttr("lr_scale", b_.getF64FloatAttr(t.lr_scale)),
+                                  b_.getNamedAttr("d_model", b_.getI64IntegerAttr(m_.d_model)),
+                                  b_.getNamedAttr("warmup_steps", b_.getI64IntegerAttr(t.warmup_steps)),
+                              }));
+      fn.setArgAttr(3, "tfm.name", b_.getStringAttr("step"));
+    }
     const char *argNames[] = {"src", "tgt_in", "tgt_out"};
     for (unsigned i = 0; i < 3; ++i)
       fn.setArgAttr(i, "tfm.name", b_.getStringAttr(argNames[i]));

@@ -13,6 +13,9 @@ struct ImportOptions {
   // Also build `@gradients(src, tgt_in, tgt_out) -> (loss)` marked `tfm.differentiate`
   // (tfm-autodiff turns it into loss + one gradient per parameter).
   bool gradients = false;
+  // Also build `@train_step(src, tgt_in, tgt_out, step) -> (loss)`, marked for tfm-autodiff and
+  // tfm-apply-adam (which make it update the weights in place and return loss, grad_sq_norm).
+  bool trainStep = false;
 };
 
 // Builds `func.func @forward(%src, %tgt_in, %tgt_out) -> (logits, loss)` for inference-mode

@@ -32,6 +32,17 @@ def Autodiff : Pass<"tfm-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def ApplyAdam : Pass<"tfm-apply-adam", "mlir::ModuleOp"> {
+  let summary = "Turn a differentiated function into a training step: Adam updates in place";
+  let description = [{
+    For every function with a `tfm.adam` dictionary (beta1, beta2, epsilon, lr_scale, d_model,
+    warmup_steps) whose last argument is the step (tensor<i32>) and whose results are (loss,
+    grad:<param>...) as tfm-autodiff leaves them: computes the learning rate once
+    (tfm.lr_schedule), updates every parameter with tfm.adam_update just before the return (after
+    every use of the old values), and returns (loss, grad_sq_norm = sum of squared gradients).
+  }];
+}
+
 def MergeProjections : TfmFuncPass<"tfm-merge-projections"> {
   let summary = "Merge projections of one input within an attention site into one GEMM";
   let description = [{

@@ -80,8 +80,9 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
   std::vector<EntryPlan> plans;
   for (const auto &fn : artifact.functions) {
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
-    p.status = tfmrt::planArtifactMemory(
-        artifact, fn.name, {{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}}, p.memory);
+    std::vector<std::vector<int64_t>> shapes{{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}};
+    if (fn.inputs.size() == 4) shapes.push_back({});  // train_step's step
+    p.status = tfmrt::planArtifactMemory(artifact, fn.name, shapes, p.memory);
     plans.push_back(std::move(p));
   }
   std::string out = outPath.empty() ? defaultOutputPath(spec) : outPath;
@@ -121,7 +122,8 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
   }
   options.report = cl.has("fusion-report");
   options.printIrAfterAll = cl.has("print-ir-after-all");
-  // --entries: `forward` is always built; `gradients` adds loss + parameter gradients.
+  // --entries: `forward` is always built; `gradients` adds loss + parameter gradients,
+  // `train_step` a compiled training step (forward, backward, Adam in place).
   std::string entries = cl.get("entries", "forward");
   for (size_t start = 0; start <= entries.size();) {
     size_t end = entries.find(',', start);
@@ -131,9 +133,11 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
     name.erase(name.find_last_not_of(' ') + 1);
     if (name == "gradients") {
       options.gradients = true;
+    } else if (name == "train_step") {
+      options.trainStep = true;
     } else if (name != "forward") {
       std::cerr << "tfmc " << cmd << ": error: --entries: unknown entry '" << name
-                << "' (expected a comma list of forward, gradients)\n";
+                << "' (expected a comma list of forward, gradients, train_step)\n";
       return false;
     }
     start = end + 1;

@@ -1,6 +1,7 @@
 // `tfmc run`, `tfmc demo`, `tfmc inspect`: the runtime half of the CLI (no MLIR here).
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -62,6 +63,16 @@ std::string shapeString(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
+// Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
+void printProfile(const tfmrt::Model &model, size_t calls, const char *per) {
+  double total = 0;
+  for (const auto &p : model.profile()) total += p.millis;
+  std::printf("kernel profile over %zu calls (ms per %s, share):\n", calls, per);
+  for (const auto &p : model.profile())
+    std::printf("  %-28s %8.2f ms  %5.1f%%  (%lld invocations)\n", p.kernel.c_str(), p.millis / double(calls),
+                100.0 * p.millis / total, (long long)p.calls);
+}
+
 int fail(const char *cmd, const tfmrt::Status &status) {
   std::cerr << "tfmc " << cmd << ": error: " << status.message() << "\n";
   return 1;
@@ -75,7 +86,10 @@ struct RunSettings {
   bool profile = false;
 };
 
-int runForward(const char *cmd, const RunSettings &rs) {
+// Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
+// builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
+int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
+               std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
   if (rs.kernels == "reference")
     options.backend = tfmrt::KernelBackend::Reference;
@@ -88,7 +102,6 @@ int runForward(const char *cmd, const RunSettings &rs) {
   }
   options.num_threads = int(rs.threads);
   options.profile = rs.profile;
-  std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
   const tfmrt::Artifact &a = model->artifact();
 
@@ -97,10 +110,9 @@ int runForward(const char *cmd, const RunSettings &rs) {
   } else if (auto s = model->initWeights(rs.seed); !s.ok()) {
     return fail(cmd, s);
   }
-  if (!rs.saveWeights.empty())
+  if (!rs.saveWeights.empty() && !saveLater)
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail(cmd, s);
 
-  std::vector<tfmrt::Tensor> inputs;
   if (!rs.inputs.empty()) {
     std::map<std::string, tfmrt::Tensor> tensors;
     if (auto s = tfmrt::readSafetensors(rs.inputs, tensors); !s.ok()) return fail(cmd, s);
@@ -125,6 +137,14 @@ int runForward(const char *cmd, const RunSettings &rs) {
                 << inputs[i].describe() << "\n";
       return 1;
     }
+  return 0;
+}
+
+int runForward(const char *cmd, const RunSettings &rs) {
+  std::unique_ptr<tfmrt::Model> model;
+  std::vector<tfmrt::Tensor> inputs;
+  if (int code = prepareRun(cmd, rs, /*saveLater=*/false, model, inputs)) return code;
+  const tfmrt::Artifact &a = model->artifact();
   const int64_t batch = inputs[0].shape[0];
   const int64_t positions = batch * (inputs[0].shape[1] + inputs[1].shape[1]);
 
@@ -172,14 +192,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
               "load average %s\n",
               rs.entry.c_str(), median, steady.size(), positions / (median / 1000.0), (long long)positions,
               loadAverage().c_str());
-  if (rs.profile) {
-    double total = 0;
-    for (const auto &p : model->profile()) total += p.millis;
-    std::printf("kernel profile over %zu calls (ms per forward, share):\n", millis.size());
-    for (const auto &p : model->profile())
-      std::printf("  %-28s %8.2f ms  %5.1f%%  (%lld invocations)\n", p.kernel.c_str(),
-                  p.millis / millis.size(), 100.0 * p.millis / total, (long long)p.calls);
-  }
+  if (rs.profile) printProfile(*model, millis.size(), "forward");
   if (!std::isfinite(loss)) {
     std::cerr << "tfmc " << cmd << ": error: the loss is not finite\n";
     return 1;
@@ -236,6 +249,75 @@ int runCommand(const CommandLine &cl) {
   }
   rs.artifactPath = cl.positionals[0];
   return runForward("run", rs);
+}
+
+// `tfmc train`: repeated compiled training steps on one batch (the built-in sample batch or
+// --inputs). Real corpora come with the data pipeline; this drives and checks the compiled step.
+int trainCommand(const CommandLine &cl) {
+  RunSettings rs;
+  if (!readRunSettings("train", cl, rs, {"steps", "first-step", "log-every"})) return 2;
+  if (cl.positionals.size() != 1) {
+    std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
+                 "--entries=forward,train_step)\n";
+    return 2;
+  }
+  if (cl.has("iters") || cl.has("entry")) {
+    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
+    return 2;
+  }
+  rs.artifactPath = cl.positionals[0];
+  const int64_t steps = cl.getInt("steps", 20), firstStep = cl.getInt("first-step", 1);
+  const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
+  if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
+    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1\n";
+    return 2;
+  }
+  std::unique_ptr<tfmrt::Model> model;
+  std::vector<tfmrt::Tensor> inputs;
+  if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
+  const tfmrt::Artifact &a = model->artifact();
+  bool hasTrainStep = false;
+  for (const auto &fn : a.functions) hasTrainStep |= fn.name == "train_step";
+  if (!hasTrainStep) {
+    std::cerr << "tfmc train: error: " << rs.artifactPath
+              << " has no train_step entry (compile it with --entries=forward,train_step)\n";
+    return 1;
+  }
+  const int64_t positions = inputs[0].shape[0] * (inputs[0].shape[1] + inputs[1].shape[1]);
+  std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
+              rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
+              (long long)firstStep, (long long)(firstStep + steps - 1));
+  inputs.push_back(tfmrt::Tensor::i32({}, {0}));
+  std::vector<tfmrt::Tensor> outputs;
+  std::vector<double> millis;
+  float firstLoss = NAN, loss = NAN;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t step = firstStep + k;
+    inputs[3].data<int32_t>()[0] = int32_t(step);
+    auto start = std::chrono::steady_clock::now();
+    if (auto s = model->run("train_step", inputs, outputs); !s.ok()) return fail("train", s);
+    millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    loss = outputs[0].data<float>()[0];
+    if (k == 0) firstLoss = loss;
+    if (!std::isfinite(loss)) {
+      std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
+      return 1;
+    }
+    if (k == 0 || (k + 1) % logEvery == 0 || k + 1 == steps)
+      std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
+                  std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
+  }
+  std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
+  std::sort(steady.begin(), steady.end());
+  const double median = steady[steady.size() / 2];
+  std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s, load average %s\n",
+              firstLoss, loss, (long long)steps, median, positions / (median / 1000.0), loadAverage().c_str());
+  if (rs.profile) printProfile(*model, millis.size(), "step");
+  if (!rs.saveWeights.empty()) {
+    if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
+    std::printf("wrote %s\n", rs.saveWeights.c_str());
+  }
+  return 0;
 }
 
 int demoCommand(const CommandLine &cl) {

@@ -69,6 +69,13 @@ commands:
       artifact compiled with --entries=forward,gradients, the loss and every parameter's
       gradient; --output saves them as grad:<parameter>). Without --inputs a built-in padded
       sample batch is used. Prints loss and tokens/s.
+  train <model.tfmx> [--steps N] [--first-step K] [--log-every N] [--weights w.safetensors | --seed N]
+      [--inputs batch.safetensors] [--batch B --src-len S --tgt-len T] [--kernels=...] [--threads N]
+      [--save-weights out.safetensors]
+      Run the compiled train_step entry (compile with --entries=forward,train_step: forward,
+      backward and Adam with the spec's schedule in one graph, weights updated in place) for
+      N steps on one batch (--inputs or the built-in sample batch), printing loss and gradient
+      norm; --save-weights writes the trained weights. No dropout yet.
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.
@@ -112,6 +119,7 @@ int main(int argc, char **argv) {
   }
   if (command == "compile") return tfmc::compileCommand(cl);
   if (command == "run") return tfmc::runCommand(cl);
+  if (command == "train") return tfmc::trainCommand(cl);
   if (command == "demo") return tfmc::demoCommand(cl);
   if (command == "inspect") return tfmc::inspectCommand(cl);
   if (command == "bench") return tfmc::benchCommand(cl);

@@ -1,4 +1,4 @@
-// Shape contracts of the gradient ops (produced by tfm-autodiff).
+// Shape contracts of the gradient ops (tfm-autodiff) and the optimizer ops (tfm-apply-adam).
 #include "tfm/TfmDialect.h"
 
 #include "VerifierUtils.h"
@@ -95,4 +95,24 @@ LogicalResult LabelSmoothedXentGradOp::verify() {
       failed(expectRate(*this, getSmoothing().convertToDouble(), "smoothing")))
     return failure();
   return expectShape(*this, getResult(), logits);
+}
+
+LogicalResult LrScheduleOp::verify() {
+  if (failed(expectRank(*this, getStep(), 0, "step"))) return failure();
+  if (getLrScale().convertToDouble() <= 0.0) return emitOpError("lr_scale must be positive");
+  if (getDModel() <= 0 || getWarmupSteps() <= 0) return emitOpError("d_model and warmup_steps must be positive");
+  return expectShape(*this, getResult(), {});
+}
+
+LogicalResult AdamUpdateOp::verify() {
+  if (!getParam().getDefiningOp<ParamOp>()) return emitOpError("param must be the result of tfm.param");
+  auto param = rankedType(getParam()).getShape();
+  if (failed(expectLikeInput(*this, getGrad(), param, "grad")) || failed(expectRank(*this, getLr(), 0, "lr")) ||
+      failed(expectRank(*this, getStep(), 0, "step")))
+    return failure();
+  for (auto [name, beta] : {std::pair<const char *, double>{"beta1", getBeta1().convertToDouble()},
+                            {"beta2", getBeta2().convertToDouble()}})
+    if (failed(expectRate(*this, beta, name))) return failure();
+  if (getEpsilon().convertToDouble() <= 0.0) return emitOpError("epsilon must be positive");
+  return expectShape(*this, getResult(), {});
 }

@@ -378,4 +378,39 @@ def Tfm_LabelSmoothedXentGradOp : Tfm_Op<"label_smoothed_xent_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizer: produced by tfm-apply-adam after tfm-autodiff, never by the importer.
+//===----------------------------------------------------------------------===//
+
+def Tfm_LrScheduleOp : Tfm_Op<"lr_schedule", [Pure]> {
+  let summary = "The paper's learning rate: lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)";
+  let description = [{
+    step: tensor<i32> (rank 0, >= 1; the runtime refuses 0 and negatives) -> tensor<f32>.
+  }];
+  let arguments = (ins Tfm_I32Tensor:$step, F64Attr:$lr_scale, I64Attr:$d_model, I64Attr:$warmup_steps);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_AdamUpdateOp : Tfm_Op<"adam_update", [MemoryEffects<[MemWrite]>]> {
+  let summary = "One Adam step on a parameter, in place; returns sum(grad^2)";
+  let description = [{
+    param must be a tfm.param result; grad has its shape; lr: tensor<f32>; step: tensor<i32>
+    (>= 1, the step being taken). PyTorch's bias-corrected Adam without weight decay:
+      m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
+      param -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + epsilon).
+    The moments m and v (zeros when weights are set) are runtime state of the parameter. The
+    parameter is written after every other use of it in the function (the pass puts all updates
+    just before the return). The result, sum(grad^2), gives the global gradient norm.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32Tensor:$lr, Tfm_I32Tensor:$step,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $lr `,` $step attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif

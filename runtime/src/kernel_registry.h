@@ -85,6 +85,9 @@ public:
   virtual size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &inputShapes, int threads) const {
     return 0;
   }
+  // Kernels holding training state (Adam moments) clear it here: called whenever weights are
+  // installed (initWeights, setWeights, loadWeights), not after the kernel's own updates.
+  virtual void resetState() {}
   // Errors carry only the detail; the Model prefixes entry and node.
   virtual Status run(const KernelArgs &args) = 0;
 };

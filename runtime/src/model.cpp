@@ -110,6 +110,8 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     } else {
       state.runNodes.push_back(i);
     }
+    // Writes a parameter in place: the entry is a training step (see Model::run).
+    if (node.op == "tfm.adam_update") state.mutatesWeights = true;
 
     const Layout layout = nodeLayout(node);
     if (layout == Layout::Packed) TFMRT_RETURN_IF_ERROR(withContext(where, checkPackedWeight(fn, node, state.knownBeforeRun)));

@@ -47,6 +47,9 @@ struct EntryState {
   std::vector<size_t> weightNodes, runNodes;
   std::vector<Tensor> derived;
   std::vector<IdCheck> idChecks;
+  // Has nodes that update parameters in place (tfm.adam_update): after each run, weight-derived
+  // values and packed weights of every entry are refreshed.
+  bool mutatesWeights = false;
   std::vector<std::unique_ptr<ShapePlan>> plans;  // LRU cache
   uint64_t clock = 0;
   MemoryPlanSummary lastPlan;  // of the most recent run()

@@ -129,6 +129,13 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
       return Status(s.code(), cat(entryStr(fn), ": ", nodeStr(i, node), " [", state->kernels[i]->name(), "]: ", s.message()));
   }
 
+  if (state->mutatesWeights) {
+    // The parameters changed: weight-derived values (merged projection weights) and packed
+    // copies are stale in every entry.
+    ++weightsVersion;
+    TFMRT_RETURN_IF_ERROR(evaluateWeightDerived());
+  }
+
   outputs.resize(fn.outputs.size());
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
     const uint32_t v = fn.outputs[o];

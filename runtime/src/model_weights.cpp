@@ -96,7 +96,11 @@ Status Model::Impl::installWeights(std::vector<Tensor> fresh) {
   hasWeights = true;
   ++weightsVersion;
   Status s = evaluateWeightDerived();
-  if (s.ok()) return s;
+  if (s.ok()) {
+    for (EntryState &e : entries)  // new weights: training state (Adam moments) starts over
+      for (auto &k : e.kernels) k->resetState();
+    return s;
+  }
   // Leave the model as it was: the previous weights and what was derived from them.
   std::swap(weights, fresh);
   hasWeights = had;

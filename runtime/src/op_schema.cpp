@@ -61,6 +61,11 @@ std::vector<OpSchema> buildSchemas() {
       {"tfm.positions_grad", {{"dy", F, 3, 3}}, F, {{"num_rows", K::Int, true, 0}}},
       {"tfm.label_smoothed_xent_grad", {{"logits", F, 2, kAny}, {"targets", I, 1, kAny - 1}}, F,
        {{"smoothing", K::Float, false, 0}, {"pad_id", K::Int, true, 0}}},
+      // Optimizer ops (dialects/tfm/README.md, "Optimizer ops").
+      {"tfm.lr_schedule", {{"step", I, 0, 0}}, F,
+       {{"lr_scale", K::Float, true, 0}, {"d_model", K::Int, true, 0}, {"warmup_steps", K::Int, true, 0}}},
+      {"tfm.adam_update", {{"param", F, 0, kAny}, {"grad", F, 0, kAny}, {"lr", F, 0, 0}, {"step", I, 0, 0}}, F,
+       {{"beta1", K::Float, true, 0}, {"beta2", K::Float, true, 0}, {"epsilon", K::Float, true, 0}}},
   };
 }
 
@@ -95,6 +100,12 @@ Status checkAttrValue(const std::string &name, const AttrValue &a) {
     if (a.f < 0 || a.f > 1) return invalidArgument(cat("attribute 'smoothing' must be in [0, 1], got ", a.f));
   } else if (name == "offset") {
     if (a.i < 0 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'offset' must be >= 0, got ", a.i));
+  } else if (name == "beta1" || name == "beta2") {
+    if (a.f < 0 || a.f >= 1) return invalidArgument(cat("attribute '", name, "' must be in [0, 1), got ", a.f));
+  } else if (name == "lr_scale") {
+    if (a.f <= 0) return invalidArgument(cat("attribute 'lr_scale' must be > 0, got ", a.f));
+  } else if (name == "d_model" || name == "warmup_steps") {
+    if (a.i < 1) return invalidArgument(cat("attribute '", name, "' must be >= 1, got ", a.i));
   } else if (name == "num_rows") {
     if (a.i < 1 || a.i > (int64_t(1) << 40)) return invalidArgument(cat("attribute 'num_rows' must be >= 1, got ", a.i));
   } else if (name == "size") {

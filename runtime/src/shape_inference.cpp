@@ -247,6 +247,16 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
     out = *in[0];
     return Status::OK();
   }
+  if (op == "tfm.lr_schedule") {
+    out.clear();
+    return Status::OK();
+  }
+  if (op == "tfm.adam_update") {
+    Shape same;
+    TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[1], same));
+    out.clear();
+    return Status::OK();
+  }
   if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
       op == "tfm.padding_mask") {
     out = *in[0];

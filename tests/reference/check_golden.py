@@ -1,7 +1,11 @@
 """Re-checks tests/golden/ against the reference in float32 (catches drift in the reference, in
 safetensors_io, or in the stored files). Also checks that each <name>.grads.safetensors exists and
 has exactly the weights file's tensor names and shapes, float32 and finite (values are not
-recomputed here; gen_golden.py checks them against finite differences). Exit status 0 on success.
+recomputed here; gen_golden.py checks them against finite differences), and that each
+<name>.adam.safetensors exists with step1/, step2/ and grad2/ entries for exactly the weights
+file's names and shapes, scalars loss1/loss2/lr1/lr2, float32 and finite, loss1 equal to the io
+loss, lr1/lr2 equal to the spec's schedule, loss2 < loss1, and loss2 reproduced in float32 from
+the step1/ parameters (within --tol). Exit status 0 on success.
 
 /usr/bin/python3 tests/reference/check_golden.py [--tol 1e-5]
 """
@@ -17,7 +21,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import safetensors_io  # noqa: E402
 import transformer_ref as ref  # noqa: E402
-from gen_golden import SPECS  # noqa: E402
+from gen_golden import ADAM_STEPS, SPECS, lr_at, training_hparams  # noqa: E402
 
 
 def check_grads(name, golden):
@@ -50,6 +54,70 @@ def check_grads(name, golden):
     return not problems
 
 
+def check_adam(spec, golden, io, tol):
+    """Structural check of the Adam file against the weights and io files, plus float32
+    re-checks of lr1/lr2 (spec schedule) and loss2 (reference model at the step1/ weights)."""
+    name = spec["name"]
+    path = os.path.join(golden, f"{name}.adam.safetensors")
+    if not os.path.exists(path):
+        print(f"{name}: missing {os.path.relpath(path, ROOT)}")
+        return False
+    adam, meta = safetensors_io.load(path, with_metadata=True)
+    weights = safetensors_io.load(os.path.join(golden, f"{name}.weights.safetensors"))
+    problems = []
+    if meta.get("spec") != name:
+        problems.append(f"metadata spec is {meta.get('spec')!r}")
+    for key in ("formula", "adam_beta1", "adam_beta2", "adam_eps", "warmup_steps", "lr_scale"):
+        if not meta.get(key):
+            problems.append(f"metadata {key} missing")
+    prefixes = [f"step{t}/" for t in range(1, ADAM_STEPS + 1)] + [f"grad{ADAM_STEPS}/"]
+    scalars = ["loss1", "loss2", "lr1", "lr2"]
+    expected = {pre + k: weights[k].shape for pre in prefixes for k in weights}
+    expected.update({k: () for k in scalars})
+    missing, extra = sorted(set(expected) - set(adam)), sorted(set(adam) - set(expected))
+    if missing or extra:
+        problems.append(f"names differ: missing {missing[:5]}{'...' if len(missing) > 5 else ''}"
+                        f" ({len(missing)}), extra {extra[:5]}{'...' if len(extra) > 5 else ''}"
+                        f" ({len(extra)})")
+    for key in sorted(set(expected) & set(adam)):
+        a = adam[key]
+        if a.shape != expected[key]:
+            problems.append(f"{key}: shape {list(a.shape)} != {list(expected[key])}")
+        if a.dtype != np.float32:
+            problems.append(f"{key}: dtype {a.dtype} (must be F32)")
+        if not np.all(np.isfinite(a)):
+            problems.append(f"{key}: non-finite values")
+    if not problems:
+        if adam["loss1"] != io["loss"]:
+            problems.append(f"loss1 {float(adam['loss1'])!r} != io loss {float(io['loss'])!r}")
+        if not adam["loss2"] < adam["loss1"]:
+            problems.append("loss2 is not below loss1")
+        tr = training_hparams(spec)
+        for t in (1, 2):
+            want = np.float32(lr_at(t, spec["model"]["d_model"], tr))
+            if adam[f"lr{t}"] != want:
+                problems.append(f"lr{t} {float(adam[f'lr{t}'])!r} != schedule {float(want)!r}")
+    loss2_diff = float("nan")
+    if not problems:
+        model = ref.Transformer(spec)
+        state = {k: torch.from_numpy(adam[f"step1/{k}"]) for k in weights}
+        model.load_state_dict(state, strict=True)
+        model.eval()
+        batch = (torch.from_numpy(io[k]).long() for k in ("src", "tgt_in", "tgt_out"))
+        with torch.no_grad():
+            _, loss2 = model(*batch)
+        loss2_diff = abs(loss2.item() - float(adam["loss2"]))
+        if not loss2_diff <= tol:
+            problems.append(f"loss2 recomputed from step1/ differs by {loss2_diff:.3e}")
+    step = max((float(np.abs(adam[f"step1/{k}"] - weights[k]).max()) for k in weights
+                if f"step1/{k}" in adam), default=0.0)
+    print(f"{name}: adam {len(adam)} tensors, loss1 = {float(adam.get('loss1', np.nan)):.6f}  "
+          f"loss2 = {float(adam.get('loss2', np.nan)):.6f}  |dloss2| = {loss2_diff:.3e}  "
+          f"max|step1 - weights| = {step:.6e}"
+          + ("" if not problems else "  PROBLEMS: " + "; ".join(problems)))
+    return not problems
+
+
 def check(spec_rel, tol):
     spec = ref.load_spec(os.path.join(ROOT, spec_rel))
     name = spec["name"]
@@ -71,7 +139,8 @@ def check(spec_rel, tol):
     ldiff = abs(loss.item() - float(io["loss"]))
     print(f"{name}: max|dlogit| = {diff:.3e}  |dloss| = {ldiff:.3e}  (tol {tol:g})")
     grads_ok = check_grads(name, golden)
-    return diff <= tol and ldiff <= tol and grads_ok
+    adam_ok = check_adam(spec, golden, io, tol)
+    return diff <= tol and ldiff <= tol and grads_ok and adam_ok
 
 
 def main():

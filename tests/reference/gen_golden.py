@@ -19,8 +19,26 @@ grads file is written, three of its entries (an embedding, a LayerNorm scale and
 projection element) are checked against central finite differences of the float64 loss; the
 generator exits non-zero if they disagree.
 
+adam file tensors (all F32): two Adam training steps on the io batch, started from the float64
+copies of the golden weights, in float64 and eval mode (dropout off), on a deep copy of the model
+(the files above are not affected). For t = 1, 2: lr_t = lr_scale * d_model^-0.5 *
+min(t^-0.5, t * warmup_steps^-1.5); loss and gradients at the current parameters; set the lr of
+torch.optim.Adam (PyTorch's bias-corrected Adam: betas=(adam_beta1, adam_beta2), eps=adam_eps,
+weight_decay=0, amsgrad=False) to lr_t; one step. Tied tables are one parameter with one Adam
+state. Keys: step1/<param> and step2/<param> (every parameter after step 1 / step 2, names and
+shapes as in the weights file), grad2/<param> (gradients at step 2, i.e. at the step-1
+parameters), scalars (shape []) loss1 (before the first update; equals the io file's loss), loss2
+(after the first update), lr1, lr2. Metadata: the io file's keys, loss_reduction, the
+hyper-parameters used (strings, lr1/lr2 also as exact float64 reprs) and `formula`. Before it is
+written, step 1 is re-derived by hand from the weights file and lr1 (m = (1-b1) g,
+v = (1-b2) g^2, bias correction, p -= lr1 * mhat / (sqrt(vhat) + eps)) and must match torch's
+step-1 parameters: to HAND_ADAM_RTOL with the float64 step-1 gradients (which must round to the
+grads file bit-exactly), and within the float32-rounding bound with the grads file's values (see
+hand_adam_step1); loss1 must equal the io loss (as float32) and loss2 < loss1.
+
 Run from anywhere: /usr/bin/python3 tests/reference/gen_golden.py
 """
+import copy
 import os
 import sys
 
@@ -40,6 +58,23 @@ TGT_LENS = [8, 3, 6]  # T=8 (true lengths including BOS on input / EOS on output
 PERTURB = 0.1
 FD_STEP = 1e-6  # central finite-difference step for the gradient self-check (float64 loss)
 FD_RTOL = 1e-6  # required relative agreement autograd vs finite difference
+ADAM_STEPS = 2
+# Required agreement of the hand-written step-1 Adam update (from the weights and grads files)
+# with torch's step-1 parameters: max |hand - torch| / max |torch| per tensor.
+HAND_ADAM_RTOL = 1e-12
+# Used only if a spec's training section lacks a key (load_spec normally fills these).
+TRAINING_DEFAULTS = {"label_smoothing": 0.1, "adam_beta1": 0.9, "adam_beta2": 0.98,
+                     "adam_eps": 1e-9, "warmup_steps": 4000, "lr_scale": 1.0}
+ADAM_FORMULA = (
+    "{steps} steps t=1..{steps} on the io batch, float64, eval mode (dropout off), from the weights "
+    "file: lr_t = lr_scale * d_model^-0.5 * min(t^-0.5, t * warmup_steps^-1.5) "
+    "(lr_scale={lr_scale}, d_model={d_model}, warmup_steps={warmup}); each step: loss and "
+    "gradients at the current parameters, then torch.optim.Adam.step with lr=lr_t, i.e. "
+    "PyTorch's bias-corrected Adam: m = b1*m + (1-b1)*g, v = b2*v + (1-b2)*g^2, "
+    "p -= lr_t * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) with b1={b1}, b2={b2}, eps={eps}, "
+    "weight_decay=0, amsgrad=False, m=v=0 initially; tied tables are one parameter (one Adam "
+    "state). step<t>/<p>: parameters after step t; grad2/<p>: gradients at step 2; loss1: loss "
+    "before step 1; loss2: loss before step 2")
 # Mirrors ref.label_smoothed_xent; formatted per spec into the grads file metadata.
 LOSS_REDUCTION = (
     "mean over non-pad target tokens (tgt_out != pad_id={pad}; {count} tokens in this batch) of "
@@ -138,6 +173,161 @@ def compute_grads(name, model64, batch, loss_ref):
     return grads
 
 
+def training_hparams(spec):
+    """The spec's training section with TRAINING_DEFAULTS for any missing key."""
+    tr = dict(TRAINING_DEFAULTS)
+    tr.update({k: v for k, v in spec.get("training", {}).items() if v is not None})
+    return tr
+
+
+def lr_at(step, d_model, tr):
+    """Noam schedule: lr_scale * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5)."""
+    return float(tr["lr_scale"]) * d_model ** -0.5 * min(
+        step ** -0.5, step * int(tr["warmup_steps"]) ** -1.5)
+
+
+def run_adam(model64, batch, d_model, tr):
+    """ADAM_STEPS torch.optim.Adam steps on a deep copy of model64 (left untouched). Returns
+    (params after each step, grads at each step, loss before each step, lr of each step); the
+    dicts are keyed by parameter name and hold float64 tensors."""
+    model = copy.deepcopy(model64)
+    model.eval()
+    named = dict(model.named_parameters())  # tied tables appear once: one parameter, one state
+    opt = torch.optim.Adam(model.parameters(), lr=lr_at(1, d_model, tr),
+                           betas=(float(tr["adam_beta1"]), float(tr["adam_beta2"])),
+                           eps=float(tr["adam_eps"]), weight_decay=0, amsgrad=False,
+                           foreach=False, maximize=False)
+    params, grads, losses, lrs = [], [], [], []
+    for t in range(1, ADAM_STEPS + 1):
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(*batch)
+        loss.backward()
+        for p in named.values():
+            if p.grad is None:  # unused parameter: its gradient is exactly zero
+                p.grad = torch.zeros_like(p)
+        grads.append({k: p.grad.detach().clone() for k, p in named.items()})
+        losses.append(loss.item())
+        lr = lr_at(t, d_model, tr)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        lrs.append(lr)
+        opt.step()
+        params.append({k: p.detach().clone() for k, p in named.items()})
+    return params, grads, losses, lrs
+
+
+def adam_step1_numpy(w, g, lr, b1, b2, eps):
+    """One bias-corrected Adam step from m = v = 0, written out in float64 numpy."""
+    w = w.astype(np.float64)
+    g = g.astype(np.float64)
+    m = (1.0 - b1) * g
+    v = (1.0 - b2) * g * g
+    mhat = m / (1.0 - b1)
+    vhat = v / (1.0 - b2)
+    return w - lr * mhat / (np.sqrt(vhat) + eps)
+
+
+def hand_adam_step1(name, weights_path, grads_path, step1, grads1, lr1, tr):
+    """Re-derives Adam step 1 by hand (adam_step1_numpy) from the weights file and lr1, and
+    compares it with torch's step-1 parameters, per tensor as max|hand - torch| / max|torch|:
+      exact: gradients = the float64 step-1 gradients of the Adam run, which must round to the
+             grads file values bit-exactly; required rel <= HAND_ADAM_RTOL.
+      file:  gradients = the grads file's float32 values themselves. Their rounding (relative
+             2^-24) moves lr*g/(|g|+eps) by at most lr*2^-24*eps*|g|/(|g|+eps)^2 <= lr*2^-26
+             (worst at |g| = eps), so required max|hand - torch| <= lr1*2^-24 + 1e-15*max|torch|.
+    Returns True if all hold."""
+    w_file = safetensors_io.load(weights_path)
+    g_file = safetensors_io.load(grads_path)
+    b1, b2, eps = float(tr["adam_beta1"]), float(tr["adam_beta2"]), float(tr["adam_eps"])
+    if not (sorted(w_file) == sorted(g_file) == sorted(step1) == sorted(grads1)):
+        print(f"  {name}: hand Adam: parameter names differ between files and the Adam run")
+        return False
+    ok = True
+    worst = {"exact": (0.0, None), "file": (0.0, None)}
+    for pname in sorted(step1):
+        torch_p = step1[pname].numpy()
+        scale = max(float(np.abs(torch_p).max()), 1e-300)
+        g64 = grads1[pname].numpy()
+        if not np.array_equal(g64.astype(np.float32), g_file[pname]):
+            ok = False
+            print(f"  {name}: step-1 gradient of {pname} does not round to the grads file")
+        for kind, g in (("exact", g64), ("file", g_file[pname])):
+            hand = adam_step1_numpy(w_file[pname], g, lr1, b1, b2, eps)
+            diff = float(np.abs(hand - torch_p).max())
+            rel = diff / scale
+            if worst[kind][1] is None or rel > worst[kind][0]:
+                worst[kind] = (rel, pname)
+            good = rel <= HAND_ADAM_RTOL if kind == "exact" else \
+                diff <= lr1 * 2.0 ** -24 + 1e-15 * scale
+            if not good:
+                ok = False
+                print(f"  {name}: hand Adam step 1 ({kind}) mismatch in {pname}: "
+                      f"max|diff| {diff:.3e} rel {rel:.3e}")
+    print(f"  {name}: hand Adam step 1 vs torch, {len(step1)} tensors, worst "
+          f"max|hand-torch|/max|torch|: f64 grads {worst['exact'][0]:.3e} "
+          f"({worst['exact'][1]}, tol {HAND_ADAM_RTOL:g}); grads-file f32 values "
+          f"{worst['file'][0]:.3e} ({worst['file'][1]}, abs tol lr1*2^-24 = "
+          f"{lr1 * 2.0 ** -24:.3e})  {'ok' if ok else 'FAIL'}")
+    return ok
+
+
+def generate_adam(name, model64, batch, spec, weights, loss32, meta, out_dir):
+    """Writes <name>.adam.safetensors after its self-checks; returns False if one fails."""
+    tr = training_hparams(spec)
+    d_model = spec["model"]["d_model"]
+    params, grads, losses, lrs = run_adam(model64, batch, d_model, tr)
+    ok = True
+    for pname, p in model64.named_parameters():  # the Adam run must not touch the golden model
+        if not np.array_equal(p.detach().numpy(), weights[pname].astype(np.float64)):
+            raise RuntimeError(f"{name}: Adam run modified {pname} of the golden model")
+    loss1, loss2 = losses[0], losses[1]
+    lr1, lr2 = lrs[0], lrs[1]
+    same_loss = np.float32(loss1) == np.float32(loss32)
+    ok &= bool(same_loss)
+    ok &= loss2 < loss1
+    step1_max = max(float(np.abs(params[0][k].numpy() - weights[k].astype(np.float64)).max())
+                    for k in weights)
+    step2_max = max(float(np.abs(params[1][k].numpy() - params[0][k].numpy()).max())
+                    for k in weights)
+    print(f"{name}: adam lr1 = {lr1:.9e}  lr2 = {lr2:.9e}  loss1 = {loss1:.9f}  "
+          f"loss2 = {loss2:.9f}  ({'decreased' if loss2 < loss1 else 'NOT decreased: FAIL'})  "
+          f"loss1 == io loss (f32): {'yes' if same_loss else 'NO: FAIL'}")
+    print(f"  {name}: max|step1 - weights| = {step1_max:.6e}  max|step2 - step1| = "
+          f"{step2_max:.6e}")
+    ok &= hand_adam_step1(name, os.path.join(out_dir, f"{name}.weights.safetensors"),
+                          os.path.join(out_dir, f"{name}.grads.safetensors"), params[0], grads[0],
+                          lr1, tr)
+    tensors = {}
+    for k in weights:
+        tensors[f"step1/{k}"] = params[0][k].to(torch.float32).numpy()
+        tensors[f"step2/{k}"] = params[1][k].to(torch.float32).numpy()
+        tensors[f"grad2/{k}"] = grads[1][k].to(torch.float32).numpy()
+    for key, val in (("loss1", loss1), ("loss2", loss2), ("lr1", lr1), ("lr2", lr2)):
+        tensors[key] = np.asarray(val, dtype=np.float32).reshape(())
+    bad = [k for k, v in tensors.items() if not np.all(np.isfinite(v))]
+    if bad:
+        ok = False
+        print(f"  {name}: non-finite values in {bad}")
+    if not ok:
+        print(f"{name}: Adam check FAILED, {name}.adam.safetensors not written")
+        return False
+    adam_meta = dict(meta, steps=str(ADAM_STEPS), d_model=str(d_model),
+                     adam_beta1=repr(float(tr["adam_beta1"])),
+                     adam_beta2=repr(float(tr["adam_beta2"])),
+                     adam_eps=repr(float(tr["adam_eps"])), weight_decay="0", amsgrad="false",
+                     warmup_steps=str(int(tr["warmup_steps"])),
+                     lr_scale=repr(float(tr["lr_scale"])),
+                     label_smoothing=repr(float(tr["label_smoothing"])),
+                     lr1=repr(lr1), lr2=repr(lr2), loss1=repr(loss1), loss2=repr(loss2),
+                     formula=ADAM_FORMULA.format(
+                         steps=ADAM_STEPS, lr_scale=repr(float(tr["lr_scale"])), d_model=d_model,
+                         warmup=int(tr["warmup_steps"]), b1=repr(float(tr["adam_beta1"])),
+                         b2=repr(float(tr["adam_beta2"])), eps=repr(float(tr["adam_eps"]))))
+    safetensors_io.save(os.path.join(out_dir, f"{name}.adam.safetensors"), tensors,
+                        metadata=adam_meta)
+    return True
+
+
 def generate(spec_rel, out_dir):
     spec = ref.load_spec(os.path.join(ROOT, spec_rel))
     name = spec["name"]
@@ -197,7 +387,9 @@ def generate(spec_rel, out_dir):
         return False
     safetensors_io.save(os.path.join(out_dir, f"{name}.grads.safetensors"), grads32,
                         metadata=grads_meta)
-    return True
+
+    # Adam: after every file above is written, on a deep copy, drawing nothing from any RNG.
+    return generate_adam(name, model64, batch, spec, weights, loss32, grads_meta, out_dir)
 
 
 def main():

@@ -518,3 +518,40 @@ func.func @batch_matmul_transpose_ab_contraction(%a: tensor<?x2x6x7xf32>, %b: te
   %0 = tfm.batch_matmul %a, %b {transpose_a = true, transpose_b = true} : (tensor<?x2x6x7xf32>, tensor<?x2x4x7xf32>) -> tensor<?x2x7x4xf32>
   return
 }
+
+// -----
+func.func @adam_update_not_a_param(%x: tensor<4x3xf32>, %g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  // expected-error @+1 {{param must be the result of tfm.param}}
+  %0 = tfm.adam_update %x, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @adam_update_grad_shape(%g: tensor<3x4xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  // expected-error @+1 {{grad dimension 0 is 3 but must be 4}}
+  %0 = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @adam_update_beta(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  // expected-error @+1 {{beta2 must be in [0, 1), got 1}}
+  %0 = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 1.0 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @lr_schedule_step_rank(%step: tensor<1xi32>) {
+  // expected-error @+1 {{step must have rank 0, got rank 1}}
+  %0 = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 4000} : (tensor<1xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @lr_schedule_warmup(%step: tensor<i32>) {
+  // expected-error @+1 {{d_model and warmup_steps must be positive}}
+  %0 = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 0} : (tensor<i32>) -> tensor<f32>
+  return
+}

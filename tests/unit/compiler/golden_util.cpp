@@ -6,8 +6,28 @@
 
 namespace tfmc::test {
 
+void PrintTo(const GoldenCase &c, std::ostream *os) {
+  *os << c.spec << (c.backend == tfmrt::KernelBackend::Reference ? "/reference" : "/dnnl") << "/fusion=" << c.fusion;
+}
+
+std::string goldenCaseName(const testing::TestParamInfo<GoldenCase> &info) {
+  std::string name = info.param.spec;
+  for (char &c : name)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl") + "_fusion_" +
+         info.param.fusion;
+}
+
+std::vector<GoldenCase> allGoldenCases() {
+  std::vector<GoldenCase> cases;
+  for (const char *spec : {"tiny", "tiny-prenorm"})
+    for (auto backend : {tfmrt::KernelBackend::Dnnl, tfmrt::KernelBackend::Reference})
+      for (const char *fusion : {"all", "none"}) cases.push_back({spec, backend, fusion});
+  return cases;
+}
+
 std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
-                                             const char *fusion, bool gradients) {
+                                             const char *fusion, bool gradients, bool trainStep) {
   tfmc::ModelSpec parsed;
   std::vector<tfmc::SpecDiagnostic> diags;
   const std::string path = kSource + "/models/" + spec + ".yaml";
@@ -22,6 +42,7 @@ std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::Ker
     return nullptr;
   }
   pipeline.gradients = gradients;
+  pipeline.trainStep = trainStep;
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
   if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {

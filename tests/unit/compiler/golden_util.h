@@ -3,7 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <ostream>
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "Pipeline.h"
 #include "tfmrt/runtime.h"
@@ -12,10 +16,22 @@ namespace tfmc::test {
 
 inline const std::string kSource = TFMC_SOURCE_DIR;
 
-// models/<spec>.yaml compiled with --fusion=<fusion> (and the gradients entry if asked), loaded
+// One golden-data configuration: a tiny spec on a kernel backend, fused or unfused.
+struct GoldenCase {
+  const char *spec;  // models/<spec>.yaml and tests/golden/<spec>.*.safetensors
+  tfmrt::KernelBackend backend;
+  const char *fusion;  // "all" (the default build) or "none" (the unfused program)
+};
+// Readable names in test output instead of gtest's byte dump.
+void PrintTo(const GoldenCase &c, std::ostream *os);
+std::string goldenCaseName(const testing::TestParamInfo<GoldenCase> &info);
+// {tiny, tiny-prenorm} x {dnnl, reference} x {fusion all, none}.
+std::vector<GoldenCase> allGoldenCases();
+
+// models/<spec>.yaml compiled with --fusion=<fusion> (and the gradients / train_step entries if asked), loaded
 // on `backend`. Null (with a test failure recorded) if any step fails.
 std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
-                                             const char *fusion, bool gradients = false);
+                                             const char *fusion, bool gradients = false, bool trainStep = false);
 
 // |actual - expected| <= rtol * |expected| + atol elementwise.
 void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol, double atol,

@@ -13,30 +13,13 @@ namespace {
 
 using tfmc::test::compileAndLoad;
 using tfmc::test::expectClose;
+using tfmc::test::GoldenCase;
 using tfmc::test::kSource;
 
-struct GradCase {
-  const char *spec;
-  tfmrt::KernelBackend backend;
-  const char *fusion;
-};
-
-void PrintTo(const GradCase &c, std::ostream *os) {
-  *os << c.spec << (c.backend == tfmrt::KernelBackend::Reference ? "/reference" : "/dnnl") << "/fusion=" << c.fusion;
-}
-
-std::string caseName(const testing::TestParamInfo<GradCase> &info) {
-  std::string name = info.param.spec;
-  for (char &c : name)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl") + "_fusion_" +
-         info.param.fusion;
-}
-
-class GradientsTest : public testing::TestWithParam<GradCase> {};
+class GradientsTest : public testing::TestWithParam<GoldenCase> {};
 
 TEST_P(GradientsTest, EveryParameterGradientMatchesPyTorchAutograd) {
-  const GradCase &c = GetParam();
+  const GoldenCase &c = GetParam();
   auto model = compileAndLoad(c.spec, c.backend, c.fusion, /*gradients=*/true);
   ASSERT_TRUE(model);
   const std::string golden = kSource + "/tests/golden/" + c.spec;
@@ -71,14 +54,7 @@ TEST_P(GradientsTest, EveryParameterGradientMatchesPyTorchAutograd) {
   }
 }
 
-std::vector<GradCase> allCases() {
-  std::vector<GradCase> cases;
-  for (const char *spec : {"tiny", "tiny-prenorm"})
-    for (auto backend : {tfmrt::KernelBackend::Dnnl, tfmrt::KernelBackend::Reference})
-      for (const char *fusion : {"all", "none"}) cases.push_back({spec, backend, fusion});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Golden, GradientsTest, testing::ValuesIn(allCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Golden, GradientsTest, testing::ValuesIn(tfmc::test::allGoldenCases()),
+                         tfmc::test::goldenCaseName);
 
 }  // namespace

@@ -13,32 +13,13 @@ namespace {
 
 using tfmc::test::compileAndLoad;
 using tfmc::test::expectClose;
+using tfmc::test::GoldenCase;
 using tfmc::test::kSource;
 
-struct ParityCase {
-  const char *spec;  // models/<spec>.yaml and tests/golden/<spec>.*.safetensors
-  tfmrt::KernelBackend backend;
-  const char *fusion;  // "all" (the default build) or "none" (the unfused program)
-};
-
-// Readable names in test output instead of gtest's byte dump.
-void PrintTo(const ParityCase &c, std::ostream *os) {
-  *os << c.spec << (c.backend == tfmrt::KernelBackend::Reference ? "/reference" : "/dnnl")
-      << "/fusion=" << c.fusion;
-}
-
-std::string caseName(const testing::TestParamInfo<ParityCase> &info) {
-  std::string name = info.param.spec;
-  for (char &c : name)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name + (info.param.backend == tfmrt::KernelBackend::Reference ? "_reference" : "_dnnl") +
-         "_fusion_" + info.param.fusion;
-}
-
-class ParityTest : public testing::TestWithParam<ParityCase> {};
+class ParityTest : public testing::TestWithParam<GoldenCase> {};
 
 TEST_P(ParityTest, LogitsAndLossMatchPyTorchReference) {
-  const ParityCase &c = GetParam();
+  const GoldenCase &c = GetParam();
   auto model = compileAndLoad(c.spec, c.backend, c.fusion);
   ASSERT_TRUE(model);
   const std::string golden = kSource + "/tests/golden/" + c.spec;
@@ -62,7 +43,7 @@ TEST_P(ParityTest, LogitsAndLossMatchPyTorchReference) {
 // A row run alone, trimmed to its own lengths, must give the same logits as inside the padded
 // batch: padding masks really mask, and new shapes run without recompiling.
 TEST_P(ParityTest, PaddedRowMatchesRowRunAlone) {
-  const ParityCase &c = GetParam();
+  const GoldenCase &c = GetParam();
   auto model = compileAndLoad(c.spec, c.backend, c.fusion);
   ASSERT_TRUE(model);
   const std::string golden = kSource + "/tests/golden/" + c.spec;
@@ -100,14 +81,7 @@ TEST_P(ParityTest, PaddedRowMatchesRowRunAlone) {
   }
 }
 
-std::vector<ParityCase> allCases() {
-  std::vector<ParityCase> cases;
-  for (const char *spec : {"tiny", "tiny-prenorm"})
-    for (auto backend : {tfmrt::KernelBackend::Dnnl, tfmrt::KernelBackend::Reference})
-      for (const char *fusion : {"all", "none"}) cases.push_back({spec, backend, fusion});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Golden, ParityTest, testing::ValuesIn(allCases()), caseName);
+INSTANTIATE_TEST_SUITE_P(Golden, ParityTest, testing::ValuesIn(tfmc::test::allGoldenCases()),
+                         tfmc::test::goldenCaseName);
 
 }  // namespace

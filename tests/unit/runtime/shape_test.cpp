@@ -97,8 +97,8 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
     EXPECT_NE(r.find(key), nullptr) << s.name;
   }
   // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last + 10
-  // gradient ops
-  EXPECT_EQ(opSchemas().size(), 32u);
+  // gradient ops + lr_schedule, adam_update
+  EXPECT_EQ(opSchemas().size(), 34u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {

@@ -15,7 +15,8 @@ void registerReferenceMask(KernelRegistry &r);
 void registerReferenceSoftmax(KernelRegistry &r);
 void registerReferenceXent(KernelRegistry &r);
 void registerReferenceFused(KernelRegistry &r);
-void registerReferenceGrad(KernelRegistry &r);   // gradient ops (tfm-autodiff)  // tfm.linear, tfm.concat, tfm.slice_last
+void registerReferenceGrad(KernelRegistry &r);   // gradient ops (tfm-autodiff)
+void registerReferenceOptimizer(KernelRegistry &r);  // lr_schedule, adam_update  // tfm.linear, tfm.concat, tfm.slice_last
 
 inline KernelKey referenceKey(const char *op, DType dtype = DType::F32, Layout layout = Layout::Plain) {
   return {op, dtype, layout, KernelBackend::Reference};

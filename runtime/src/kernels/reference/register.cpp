@@ -15,6 +15,7 @@ void registerReferenceKernels(KernelRegistry &r) {
   registerReferenceFused(r);
   registerReferenceAttention(r);
   registerReferenceGrad(r);
+  registerReferenceOptimizer(r);
 }
 
 }  // namespace tfmrt

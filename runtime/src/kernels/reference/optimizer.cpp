@@ -1,0 +1,97 @@
+// tfm.lr_schedule and tfm.adam_update (tfm-apply-adam's ops). One implementation serves both
+// backends: the update is a single pass over the parameter, vectorised, rows of threads.
+#include <cmath>
+#include <vector>
+
+#include "format.h"
+#include "kernels/kernel_util.h"
+#include "kernels/reference/reference_kernels.h"
+#include "op_schema.h"
+
+namespace tfmrt {
+namespace {
+
+Status readStep(const TensorRef &t, int32_t &step) {
+  step = t.as<int32_t>()[0];
+  if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
+  return Status::OK();
+}
+
+class LrScheduleKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.lr_schedule"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    scale_ = attrFloat(*info.node, "lr_scale");
+    dModel_ = double(attrInt(*info.node, "d_model"));
+    warmup_ = double(attrInt(*info.node, "warmup_steps"));
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    int32_t step;
+    TFMRT_RETURN_IF_ERROR(readStep(a.inputs[0], step));
+    const double s = step;
+    a.outputs[0].as<float>()[0] = float(scale_ / std::sqrt(dModel_) * std::min(1.0 / std::sqrt(s), s * std::pow(warmup_, -1.5)));
+    return Status::OK();
+  }
+
+private:
+  double scale_ = 1.0, dModel_ = 1.0, warmup_ = 1.0;
+};
+
+class AdamUpdateKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.adam_update"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    beta1_ = attrFloat(*info.node, "beta1");
+    beta2_ = attrFloat(*info.node, "beta2");
+    eps_ = attrFloat(*info.node, "epsilon");
+    if (!info.knownBeforeRun[0] || info.inputs[0]->kind != ValueKind::Parameter)
+      return invalidArgument(cat("tfm.adam_update must update a parameter, got '", info.inputs[0]->name, "'"));
+    int64_t n = 1;
+    for (int64_t d : info.inputs[0]->shape) n *= d;
+    m_.assign(size_t(n), 0.0f);  // the moments live as long as the kernel: sized once, at load
+    v_.assign(size_t(n), 0.0f);
+    return Status::OK();
+  }
+  void resetState() override {
+    std::fill(m_.begin(), m_.end(), 0.0f);
+    std::fill(v_.begin(), v_.end(), 0.0f);
+  }
+  Status run(const KernelArgs &a) override {
+    float *param = a.inputs[0].as<float>();
+    const float *grad = a.inputs[1].as<float>();
+    const float lr = a.inputs[2].as<float>()[0];
+    int32_t step;
+    TFMRT_RETURN_IF_ERROR(readStep(a.inputs[3], step));
+    const int64_t n = a.inputs[0].numel();
+    // Bias corrections folded into two scalars: p -= lr / c1 * m / (sqrt(v) / sqrt(c2) + eps).
+    const double c1 = 1.0 - std::pow(beta1_, step), c2 = 1.0 - std::pow(beta2_, step);
+    const float stepSize = float(lr / c1), invSqrtC2 = float(1.0 / std::sqrt(c2));
+    const float b1 = float(beta1_), b2 = float(beta2_), eps = float(eps_);
+    float *m = m_.data(), *v = v_.data();
+    double sq = 0.0;
+#pragma omp parallel for simd reduction(+ : sq) if (n >= kParallelMinElements)
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = grad[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * g;
+      v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+      param[i] -= stepSize * m[i] / (std::sqrt(v[i]) * invSqrtC2 + eps);
+      sq += double(g) * double(g);
+    }
+    a.outputs[0].as<float>()[0] = float(sq);
+    return Status::OK();
+  }
+
+private:
+  double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
+  std::vector<float> m_, v_;
+};
+
+}  // namespace
+
+void registerReferenceOptimizer(KernelRegistry &r) {
+  r.add(referenceKey("tfm.lr_schedule", DType::I32), makeKernel<LrScheduleKernel>);  // keyed by the step
+  r.add(referenceKey("tfm.adam_update"), makeKernel<AdamUpdateKernel>);
+}
+
+}  // namespace tfmrt

@@ -1,0 +1,60 @@
+// RUN: tfm-opt %s -split-input-file -verify-diagnostics -pass-pipeline="builtin.module(tfm-autodiff,tfm-apply-adam)" | FileCheck %s
+
+// A differentiated function with a tfm.adam dictionary becomes a training step: one learning rate
+// from the step argument, one in-place Adam update per parameter (after every forward and
+// backward op), and results (loss, grad_sq_norm = sum of the updates' squared-gradient sums).
+// CHECK-LABEL: func.func @train_step(%arg0: tensor<?x?x8xf32>, %arg1: tensor<?x?xi32>, %arg2: tensor<i32> {tfm.name = "step"}) -> (tensor<f32> {tfm.name = "loss"}, tensor<f32> {tfm.name = "grad_sq_norm"}) attributes {tfm.mode = "inference"} {
+// CHECK: %[[W1:.*]] = tfm.param "fc1.weight"
+// CHECK: %[[W2:.*]] = tfm.param "out.weight"
+// CHECK: %[[LOSS:.*]] = tfm.label_smoothed_xent
+// CHECK: tfm.label_smoothed_xent_grad
+// CHECK: %[[G1:.*]] = tfm.weight_grad
+// CHECK: %[[LR:.*]] = tfm.lr_schedule %arg2 {d_model = 8 : i64, lr_scale = 5.000000e-01 : f64, warmup_steps = 10 : i64} : (tensor<i32>) -> tensor<f32>
+// CHECK-NEXT: %[[U1:.*]] = tfm.adam_update %[[W1]], %{{.*}}, %[[LR]], %arg2 {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64}
+// CHECK-NEXT: %[[U2:.*]] = tfm.adam_update %[[W2]], %{{.*}}, %[[LR]], %arg2
+// CHECK-NEXT: %[[SUM:.*]] = tfm.add %[[U1]], %[[U2]] : tensor<f32>
+// CHECK-NEXT: return %[[LOSS]], %[[SUM]] : tensor<f32>, tensor<f32>
+func.func @train_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.mode = "inference",
+                tfm.adam = {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, lr_scale = 0.5 : f64, d_model = 8 : i64, warmup_steps = 10 : i64}} {
+  %w1 = tfm.param "fc1.weight" : tensor<8x8xf32>
+  %h = tfm.matmul %x, %w1 {transpose_b = true} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %h, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+// Functions without the dictionary keep their gradients (the `gradients` entry).
+// CHECK-LABEL: func.func @gradients
+// CHECK-NOT: tfm.adam_update
+// CHECK: return %{{.*}}, %{{.*}} : tensor<f32>, tensor<11x8xf32>
+func.func @gradients(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>) -> tensor<f32> attributes {tfm.differentiate} {
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+// The step must be the last argument, a tensor<i32>.
+// expected-error @+1 {{tfm-apply-adam: 'no_step': the last argument must be the step (tensor<i32>)}}
+func.func @no_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.adam = {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, lr_scale = 0.5 : f64, d_model = 8 : i64, warmup_steps = 10 : i64}} {
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+// Every hyper-parameter must be given.
+// expected-error @+1 {{tfm-apply-adam: 'missing': tfm.adam needs beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64)}}
+func.func @missing(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32>) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.adam = {beta1 = 0.9 : f64}} {
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
