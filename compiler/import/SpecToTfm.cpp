@@ -96,8 +96,13 @@ private:
                                         b_.getF64FloatAttr(m_.layer_norm_eps));
   }
 
-  Value dropout(Value x, double rate) {
-    return b_.create<tfm::DropoutOp>(loc_, x.getType(), x, b_.getF64FloatAttr(rate));
+  // Inference entries: a step-less dropout (the identity; removed by a pass). Training entries:
+  // the counter-based dropout keyed by (training seed, site, step); rate 0 builds nothing.
+  Value dropout(Value x, double rate, const std::string &site) {
+    if (rate <= 0.0) return x;
+    return b_.create<tfm::DropoutOp>(loc_, x.getType(), x, trainStep_, b_.getF64FloatAttr(rate),
+                                     b_.getI64IntegerAttr(trainStep_ ? spec_.training.seed : 0),
+                                     b_.getStringAttr(trainStep_ ? site : ""));
   }
 
   // Multi-head attention from primitive ops: Q K^T -> scale -> mask -> softmax -> dropout -> * V.
@@ -118,7 +123,7 @@ private:
                                      b_.getF64FloatAttr(1.0 / std::sqrt(double(dk))));
     scores = b_.create<tfm::MaskOp>(loc_, scoresType, scores, keyKeep, b_.getBoolAttr(causal));
     Value probs = b_.create<tfm::SoftmaxOp>(loc_, scoresType, scores);
-    probs = dropout(probs, m_.attention_dropout);
+    probs = dropout(probs, m_.attention_dropout, scope_ + ".probs");
     Value ctx = b_.create<tfm::BatchMatmulOp>(loc_, f32Type({kDyn, h, kDyn, dk}), probs, v,
                                               b_.getBoolAttr(false));
     Value merged = b_.create<tfm::MergeHeadsOp>(loc_, hiddenType(), ctx);
@@ -132,18 +137,20 @@ private:
       hidden = b_.create<tfm::ReluOp>(loc_, hidden.getType(), hidden);
     else
       hidden = b_.create<tfm::GeluOp>(loc_, hidden.getType(), hidden);
-    hidden = dropout(hidden, m_.activation_dropout);
+    hidden = dropout(hidden, m_.activation_dropout, scope_ + ".activation");
     return linear(hidden, "fc2", m_.d_ff, m_.d_model);
   }
 
   // One residual block: post-norm LN(x + drop(f(x))) or pre-norm x + drop(f(LN(x))).
+  // `site` names the sublayer ("self_attn", "cross_attn", "ffn") for the dropout site.
   template <typename Fn>
-  Value residualBlock(Value x, const std::string &normName, Fn &&sublayer) {
+  Value residualBlock(Value x, const std::string &normName, const std::string &site, Fn &&sublayer) {
+    const std::string dropSite = scope_ + "." + site + ".residual";
     if (m_.norm == NormPlacement::Post) {
-      Value y = dropout(sublayer(x), m_.dropout);
+      Value y = dropout(sublayer(x), m_.dropout, dropSite);
       return layerNorm(b_.create<tfm::AddOp>(loc_, x.getType(), x, y), normName);
     }
-    Value y = dropout(sublayer(layerNorm(x, normName)), m_.dropout);
+    Value y = dropout(sublayer(layerNorm(x, normName)), m_.dropout, dropSite);
     return b_.create<tfm::AddOp>(loc_, x.getType(), x, y);
   }
 
@@ -156,7 +163,7 @@ private:
     Value positions = sinusoidTable ? sinusoidTable
                                     : param(positionsName, {m_.max_len, m_.d_model});
     x = b_.create<tfm::AddPositionsOp>(loc_, hiddenType(), x, positions);
-    return dropout(x, m_.dropout);
+    return dropout(x, m_.dropout, scope_ + ".embed");
   }
 
   std::string srcTableName() const {
@@ -172,8 +179,9 @@ private:
   // the loss only, marked for tfm-autodiff, which adds one gradient result per parameter.
   // `train_step`: (src, tgt_in, tgt_out, step) -> loss, marked for tfm-autodiff and then
   // tfm-apply-adam (the spec's training hyper-parameters), which update the weights in place.
-  // All are inference-mode so far (dropout is the identity): `gradients` is the exact gradient
-  // of `forward`'s loss; training-mode dropout is not built yet.
+  // `forward` and `gradients` are inference-mode (dropout is the identity), so `gradients` is the
+  // exact gradient of `forward`'s loss; `train_step` is training-mode: counter-based dropout
+  // keyed by (training.seed, site, step).
   void buildEntry(StringRef name, Entry kind) {
     const bool gradients = kind != Entry::Forward;
     auto logitsType = f32Type({kDyn, kDyn, m_.tgt_vocab_size});
@@ -185,7 +193,7 @@ private:
     if (kind == Entry::TrainStep) args.push_back(RankedTensorType::get({}, b_.getI32Type()));
     auto fnType = b_.getFunctionType(args, results);
     auto fn = b_.create<func::FuncOp>(specLoc_, name, fnType);
-    fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
+    fn->setAttr("tfm.mode", b_.getStringAttr(kind == Entry::TrainStep ? "training" : "inference"));
     if (gradients) fn->setAttr("tfm.differentiate", b_.getUnitAttr());
     if (kind == Entry::TrainStep) {
       const TrainingSection &t = spec_.training;
@@ -207,6 +215,7 @@ private:
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
+    trainStep_ = kind == Entry::TrainStep ? entry->getArgument(3) : Value();
     Value src = entry->getArgument(0), tgtIn = entry->getArgument(1),
           tgtOut = entry->getArgument(2);
 
@@ -228,9 +237,9 @@ private:
                 "encoder.embed_positions.weight");
       for (int64_t i = 0; i < m_.encoder_layers; ++i) {
         Scope layer(*this, "encoder.layers." + std::to_string(i));
-        x = residualBlock(x, "self_attn_norm",
+        x = residualBlock(x, "self_attn_norm", "self_attn",
                           [&](Value in) { return attention(in, in, srcKeep, false, "self_attn"); });
-        x = residualBlock(x, "ffn_norm", [&](Value in) { return feedForward(in); });
+        x = residualBlock(x, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
       }
       if (m_.norm == NormPlacement::Pre) x = layerNorm(x, "final_norm");
     }
@@ -244,12 +253,12 @@ private:
                 "decoder.embed_positions.weight");
       for (int64_t i = 0; i < m_.decoder_layers; ++i) {
         Scope layer(*this, "decoder.layers." + std::to_string(i));
-        y = residualBlock(y, "self_attn_norm",
+        y = residualBlock(y, "self_attn_norm", "self_attn",
                           [&](Value in) { return attention(in, in, tgtKeep, true, "self_attn"); });
-        y = residualBlock(y, "cross_attn_norm", [&](Value in) {
+        y = residualBlock(y, "cross_attn_norm", "cross_attn", [&](Value in) {
           return attention(in, memory, srcKeep, false, "cross_attn");
         });
-        y = residualBlock(y, "ffn_norm", [&](Value in) { return feedForward(in); });
+        y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
       }
       if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
     }
@@ -273,6 +282,7 @@ private:
   Location specLoc_ = UnknownLoc::get(b_.getContext());
   Location loc_ = UnknownLoc::get(b_.getContext());
   std::string scope_;
+  Value trainStep_;  // the step argument while building a training entry (dropout masks)
 };
 
 }  // namespace

@@ -211,9 +211,18 @@ private:
       }
       return success();
     }
+    if (auto drop = dyn_cast<tfm::DropoutOp>(op)) {
+      // The mask is a function of (seed, site, step, index): the same op masks the gradient.
+      // Without a step the op is the identity.
+      Value dx = drop.getStep() ? b_.create<tfm::DropoutOp>(loc, dy.getType(), dy, drop.getStep(), drop.getRateAttr(),
+                                                            drop.getSeedAttr(), drop.getSiteAttr())
+                                      .getResult()
+                                : dy;
+      accumulate(drop.getInput(), dx);
+      return success();
+    }
     if (isa<tfm::ParamOp>(op)) return success();  // collected by the caller
-    return op->emitError() << "tfm-autodiff: no backward rule for " << op->getName()
-                           << (isa<tfm::DropoutOp>(op) ? " (training-mode dropout is not differentiated yet)" : "");
+    return op->emitError() << "tfm-autodiff: no backward rule for " << op->getName();
   }
 
   func::FuncOp fn_;

@@ -74,9 +74,22 @@ def Tfm_SoftmaxOp : Tfm_UnaryOp<"softmax"> {
   let summary = "Softmax over the last axis; an all -inf row gives zeros";
 }
 
-def Tfm_DropoutOp : Tfm_UnaryOp<"dropout"> {
-  let summary = "Inverted dropout; the identity in inference entry functions";
-  let arguments = (ins Tfm_F32Tensor:$input, F64Attr:$rate);
+def Tfm_DropoutOp : Tfm_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Inverted dropout with a counter-based mask; the identity without a step";
+  let description = [{
+    Without `step` (inference entry functions) it is the identity, and tfm-remove-inference-dropout
+    deletes it. With `step` (tensor<i32>, training entries) element i (flat, row-major) is kept
+    and scaled by 1 / (1 - rate) iff u_i >= round(rate * 2^24), where
+      key = splitmix64(seed ^ splitmix64(fnv1a64(site) ^ splitmix64(step)))
+      u_i = splitmix64(key + i * 0x9E3779B97F4A7C15) >> 40        (all mod 2^64)
+    so the mask depends only on (seed, site, step, i): the backward pass applies the same op to
+    the gradient, and a resumed run draws the same masks. `site` names the dropout site
+    ("encoder.layers.0.self_attn.probs"), so masks do not depend on op order.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input, Optional<Tfm_I32Tensor>:$step, F64Attr:$rate,
+                       DefaultValuedAttr<I64Attr, "0">:$seed, DefaultValuedAttr<StrAttr, "\"\"">:$site);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input (`step` `(` $step^ `:` type($step) `)`)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

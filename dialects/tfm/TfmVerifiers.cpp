@@ -47,7 +47,14 @@ LogicalResult AddPositionsOp::verify() {
   return expectShape(*this, getResult(), x);
 }
 
-LogicalResult DropoutOp::verify() { return expectRate(*this, getRate().convertToDouble(), "rate"); }
+LogicalResult DropoutOp::verify() {
+  if (failed(expectRate(*this, getRate().convertToDouble(), "rate"))) return failure();
+  if (getStep()) {
+    if (failed(expectRank(*this, getStep(), 0, "step"))) return failure();
+    if (getSite().empty()) return emitOpError("a training dropout (with a step) needs a site name");
+  }
+  return success();
+}
 
 LogicalResult BiasAddOp::verify() {
   if (failed(expectRank(*this, getBias(), 1, "bias"))) return failure();

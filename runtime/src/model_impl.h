@@ -75,7 +75,7 @@ struct Model::Impl {
   Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
   // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
   // and lets kernels re-derive cached weights. On failure the previous weights are restored.
-  Status installWeights(std::vector<Tensor> fresh);
+  Status installWeights(std::vector<Tensor> fresh, bool resetTrainingState = true);
   Status evaluateWeightDerived();
   // Memory of a value known before run() (parameter, constant, derived); null otherwise.
   void *knownData(const EntryState &state, uint32_t v);

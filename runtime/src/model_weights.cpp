@@ -26,7 +26,7 @@ Status Model::initWeights(uint64_t seed) {
   }
 }
 
-Status Model::setWeights(const std::map<std::string, Tensor> &given) {
+Status Model::setWeights(const std::map<std::string, Tensor> &given, bool keepTrainingState) {
   try {
     const Artifact &a = impl_->artifact;
     std::vector<std::string> problems;
@@ -59,7 +59,7 @@ Status Model::setWeights(const std::map<std::string, Tensor> &given) {
     std::vector<Tensor> weights;
     weights.reserve(a.params.size());
     for (const ParamInfo &p : a.params) weights.push_back(given.at(p.name));
-    return impl_->installWeights(std::move(weights));
+    return impl_->installWeights(std::move(weights), !keepTrainingState);
   } catch (const std::bad_alloc &) {
     return internalError("out of memory while setting weights");
   }
@@ -90,15 +90,16 @@ Status Model::saveWeights(const std::string &path) const {
 
 bool Model::hasWeights() const { return impl_->hasWeights; }
 
-Status Model::Impl::installWeights(std::vector<Tensor> fresh) {
+Status Model::Impl::installWeights(std::vector<Tensor> fresh, bool resetTrainingState) {
   std::swap(weights, fresh);
   const bool had = hasWeights;
   hasWeights = true;
   ++weightsVersion;
   Status s = evaluateWeightDerived();
   if (s.ok()) {
-    for (EntryState &e : entries)  // new weights: training state (Adam moments) starts over
-      for (auto &k : e.kernels) k->resetState();
+    if (resetTrainingState)  // new weights: training state (Adam moments) starts over
+      for (EntryState &e : entries)
+        for (auto &k : e.kernels) k->resetState();
     return s;
   }
   // Leave the model as it was: the previous weights and what was derived from them.

@@ -2,10 +2,12 @@
 safetensors_io, or in the stored files). Also checks that each <name>.grads.safetensors exists and
 has exactly the weights file's tensor names and shapes, float32 and finite (values are not
 recomputed here; gen_golden.py checks them against finite differences), and that each
-<name>.adam.safetensors exists with step1/, step2/ and grad2/ entries for exactly the weights
-file's names and shapes, scalars loss1/loss2/lr1/lr2, float32 and finite, loss1 equal to the io
-loss, lr1/lr2 equal to the spec's schedule, loss2 < loss1, and loss2 reproduced in float32 from
-the step1/ parameters (within --tol). Exit status 0 on success.
+<name>.adam.safetensors exists with step1/, step2/, grad1/ and grad2/ entries for exactly the
+weights file's names and shapes, scalars loss1/loss2/eval_loss1/lr1/lr2, float32 and finite,
+eval_loss1 equal to the io loss, lr1/lr2 equal to the spec's schedule, loss2 < loss1, the dropout
+metadata equal to transformer_ref's definition and the spec's seed, and loss1 / loss2 reproduced
+in float32 in training mode with transformer_ref.CounterDropout (STEP=1 from the weights file,
+STEP=2 from the step1/ parameters; within --tol). Exit status 0 on success.
 
 /usr/bin/python3 tests/reference/check_golden.py [--tol 1e-5]
 """
@@ -56,7 +58,8 @@ def check_grads(name, golden):
 
 def check_adam(spec, golden, io, tol):
     """Structural check of the Adam file against the weights and io files, plus float32
-    re-checks of lr1/lr2 (spec schedule) and loss2 (reference model at the step1/ weights)."""
+    re-checks of lr1/lr2 (spec schedule) and of loss1 / loss2 (reference model in training mode
+    with the counter-based dropout at STEP=1 / 2, at the weights / the step1/ parameters)."""
     name = spec["name"]
     path = os.path.join(golden, f"{name}.adam.safetensors")
     if not os.path.exists(path):
@@ -67,11 +70,17 @@ def check_adam(spec, golden, io, tol):
     problems = []
     if meta.get("spec") != name:
         problems.append(f"metadata spec is {meta.get('spec')!r}")
-    for key in ("formula", "adam_beta1", "adam_beta2", "adam_eps", "warmup_steps", "lr_scale"):
+    for key in ("formula", "adam_beta1", "adam_beta2", "adam_eps", "warmup_steps", "lr_scale",
+                "dropout", "dropout_seed", "dropout_sites"):
         if not meta.get(key):
             problems.append(f"metadata {key} missing")
-    prefixes = [f"step{t}/" for t in range(1, ADAM_STEPS + 1)] + [f"grad{ADAM_STEPS}/"]
-    scalars = ["loss1", "loss2", "lr1", "lr2"]
+    seed = int(spec["training"].get("seed", 1))
+    if meta.get("dropout") and meta["dropout"] != ref.COUNTER_DROPOUT_DEFINITION:
+        problems.append("metadata dropout differs from transformer_ref.COUNTER_DROPOUT_DEFINITION")
+    if meta.get("dropout_seed") and meta["dropout_seed"] != str(seed):
+        problems.append(f"metadata dropout_seed {meta['dropout_seed']!r} != spec seed {seed}")
+    prefixes = [f"{kind}{t}/" for kind in ("step", "grad") for t in range(1, ADAM_STEPS + 1)]
+    scalars = ["loss1", "loss2", "eval_loss1", "lr1", "lr2"]
     expected = {pre + k: weights[k].shape for pre in prefixes for k in weights}
     expected.update({k: () for k in scalars})
     missing, extra = sorted(set(expected) - set(adam)), sorted(set(adam) - set(expected))
@@ -88,8 +97,9 @@ def check_adam(spec, golden, io, tol):
         if not np.all(np.isfinite(a)):
             problems.append(f"{key}: non-finite values")
     if not problems:
-        if adam["loss1"] != io["loss"]:
-            problems.append(f"loss1 {float(adam['loss1'])!r} != io loss {float(io['loss'])!r}")
+        if adam["eval_loss1"] != io["loss"]:
+            problems.append(f"eval_loss1 {float(adam['eval_loss1'])!r} != io loss "
+                            f"{float(io['loss'])!r}")
         if not adam["loss2"] < adam["loss1"]:
             problems.append("loss2 is not below loss1")
         tr = training_hparams(spec)
@@ -97,22 +107,25 @@ def check_adam(spec, golden, io, tol):
             want = np.float32(lr_at(t, spec["model"]["d_model"], tr))
             if adam[f"lr{t}"] != want:
                 problems.append(f"lr{t} {float(adam[f'lr{t}'])!r} != schedule {float(want)!r}")
-    loss2_diff = float("nan")
+    loss_diff = {1: float("nan"), 2: float("nan")}
     if not problems:
-        model = ref.Transformer(spec)
-        state = {k: torch.from_numpy(adam[f"step1/{k}"]) for k in weights}
-        model.load_state_dict(state, strict=True)
-        model.eval()
-        batch = (torch.from_numpy(io[k]).long() for k in ("src", "tgt_in", "tgt_out"))
-        with torch.no_grad():
-            _, loss2 = model(*batch)
-        loss2_diff = abs(loss2.item() - float(adam["loss2"]))
-        if not loss2_diff <= tol:
-            problems.append(f"loss2 recomputed from step1/ differs by {loss2_diff:.3e}")
+        for t, state in ((1, weights), (2, {k: adam[f"step1/{k}"] for k in weights})):
+            model = ref.Transformer(spec)
+            model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
+            model.set_dropout_fn(ref.CounterDropout(seed, step=t))
+            model.train()
+            batch = (torch.from_numpy(io[k]).long() for k in ("src", "tgt_in", "tgt_out"))
+            with torch.no_grad():
+                _, loss = model(*batch)
+            loss_diff[t] = abs(loss.item() - float(adam[f"loss{t}"]))
+            if not loss_diff[t] <= tol:
+                problems.append(f"loss{t} recomputed with STEP={t} dropout differs by "
+                                f"{loss_diff[t]:.3e}")
     step = max((float(np.abs(adam[f"step1/{k}"] - weights[k]).max()) for k in weights
                 if f"step1/{k}" in adam), default=0.0)
     print(f"{name}: adam {len(adam)} tensors, loss1 = {float(adam.get('loss1', np.nan)):.6f}  "
-          f"loss2 = {float(adam.get('loss2', np.nan)):.6f}  |dloss2| = {loss2_diff:.3e}  "
+          f"loss2 = {float(adam.get('loss2', np.nan)):.6f}  |dloss1| = {loss_diff[1]:.3e}  "
+          f"|dloss2| = {loss_diff[2]:.3e}  "
           f"max|step1 - weights| = {step:.6e}"
           + ("" if not problems else "  PROBLEMS: " + "; ".join(problems)))
     return not problems

@@ -20,21 +20,30 @@ projection element) are checked against central finite differences of the float6
 generator exits non-zero if they disagree.
 
 adam file tensors (all F32): two Adam training steps on the io batch, started from the float64
-copies of the golden weights, in float64 and eval mode (dropout off), on a deep copy of the model
-(the files above are not affected). For t = 1, 2: lr_t = lr_scale * d_model^-0.5 *
-min(t^-0.5, t * warmup_steps^-1.5); loss and gradients at the current parameters; set the lr of
-torch.optim.Adam (PyTorch's bias-corrected Adam: betas=(adam_beta1, adam_beta2), eps=adam_eps,
-weight_decay=0, amsgrad=False) to lr_t; one step. Tied tables are one parameter with one Adam
-state. Keys: step1/<param> and step2/<param> (every parameter after step 1 / step 2, names and
-shapes as in the weights file), grad2/<param> (gradients at step 2, i.e. at the step-1
-parameters), scalars (shape []) loss1 (before the first update; equals the io file's loss), loss2
-(after the first update), lr1, lr2. Metadata: the io file's keys, loss_reduction, the
-hyper-parameters used (strings, lr1/lr2 also as exact float64 reprs) and `formula`. Before it is
-written, step 1 is re-derived by hand from the weights file and lr1 (m = (1-b1) g,
-v = (1-b2) g^2, bias correction, p -= lr1 * mhat / (sqrt(vhat) + eps)) and must match torch's
-step-1 parameters: to HAND_ADAM_RTOL with the float64 step-1 gradients (which must round to the
-grads file bit-exactly), and within the float32-rounding bound with the grads file's values (see
-hand_adam_step1); loss1 must equal the io loss (as float32) and loss2 < loss1.
+copies of the golden weights, in float64 and TRAINING mode with the deterministic counter-based
+dropout of transformer_ref.CounterDropout (definition in the `dropout` metadata; seed =
+training.seed, STEP = t for step t; rates from the spec, rate-0 sites skipped), on a deep copy of
+the model (the files above, all eval mode, are not affected). For t = 1, 2: lr_t = lr_scale *
+d_model^-0.5 * min(t^-0.5, t * warmup_steps^-1.5); loss and gradients at the current parameters
+with step-t dropout; set the lr of torch.optim.Adam (PyTorch's bias-corrected Adam:
+betas=(adam_beta1, adam_beta2), eps=adam_eps, weight_decay=0, amsgrad=False) to lr_t; one step.
+Tied tables are one parameter with one Adam state. Keys: step1/<param> and step2/<param> (every
+parameter after step 1 / step 2, names and shapes as in the weights file), grad1/<param> and
+grad2/<param> (gradients at step 1 / step 2, i.e. at the weights / the step-1 parameters, each
+with that step's dropout), scalars (shape []) loss1 (before the first update, step-1 dropout),
+loss2 (after the first update, step-2 dropout), eval_loss1 (the io file's eval-mode loss, for
+reference), lr1, lr2. Metadata: the io file's keys, loss_reduction, the hyper-parameters used
+(strings, lr1/lr2 also as exact float64 reprs), `formula`, `dropout` (the definition),
+`dropout_seed`, `dropout_rates`, `dropout_sites` (the sites applied, in order). Before it is
+written: every expected site (derived from the spec here) must be applied, in order, at both
+steps; the kept fraction of every site must lie within DROPOUT_Z_MAX standard deviations of 1 - r;
+the first DROPOUT_SCALAR_BITS mask bits of every site are recomputed by an independent scalar
+pure-Python implementation (scalar_keep_bits); with the hook installed, the eval-mode loss must
+equal the io loss exactly (float64) and the train-mode loss must differ from it; the step-1
+gradients are checked against central finite differences of the dropout loss; step 1 is
+re-derived by hand from the weights file, grad1 and lr1 (m = (1-b1) g, v = (1-b2) g^2, bias
+correction, p -= lr1 * mhat / (sqrt(vhat) + eps)) and must match torch's step-1 parameters (see
+hand_adam_step1); loss2 < loss1. The generator exits non-zero if any check fails.
 
 Run from anywhere: /usr/bin/python3 tests/reference/gen_golden.py
 """
@@ -59,6 +68,8 @@ PERTURB = 0.1
 FD_STEP = 1e-6  # central finite-difference step for the gradient self-check (float64 loss)
 FD_RTOL = 1e-6  # required relative agreement autograd vs finite difference
 ADAM_STEPS = 2
+DROPOUT_Z_MAX = 5.0  # allowed |kept fraction - (1 - r)| in binomial standard deviations
+DROPOUT_SCALAR_BITS = 5  # mask bits per site re-derived by the independent scalar implementation
 # Required agreement of the hand-written step-1 Adam update (from the weights and grads files)
 # with torch's step-1 parameters: max |hand - torch| / max |torch| per tensor.
 HAND_ADAM_RTOL = 1e-12
@@ -66,15 +77,17 @@ HAND_ADAM_RTOL = 1e-12
 TRAINING_DEFAULTS = {"label_smoothing": 0.1, "adam_beta1": 0.9, "adam_beta2": 0.98,
                      "adam_eps": 1e-9, "warmup_steps": 4000, "lr_scale": 1.0}
 ADAM_FORMULA = (
-    "{steps} steps t=1..{steps} on the io batch, float64, eval mode (dropout off), from the weights "
+    "{steps} steps t=1..{steps} on the io batch, float64, training mode with the deterministic "
+    "counter-based dropout of metadata `dropout` (SEED=dropout_seed, STEP=t), from the weights "
     "file: lr_t = lr_scale * d_model^-0.5 * min(t^-0.5, t * warmup_steps^-1.5) "
     "(lr_scale={lr_scale}, d_model={d_model}, warmup_steps={warmup}); each step: loss and "
     "gradients at the current parameters, then torch.optim.Adam.step with lr=lr_t, i.e. "
     "PyTorch's bias-corrected Adam: m = b1*m + (1-b1)*g, v = b2*v + (1-b2)*g^2, "
     "p -= lr_t * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps) with b1={b1}, b2={b2}, eps={eps}, "
     "weight_decay=0, amsgrad=False, m=v=0 initially; tied tables are one parameter (one Adam "
-    "state). step<t>/<p>: parameters after step t; grad2/<p>: gradients at step 2; loss1: loss "
-    "before step 1; loss2: loss before step 2")
+    "state). step<t>/<p>: parameters after step t; grad<t>/<p>: gradients at step t (step-t "
+    "dropout); loss<t>: loss before step t's update with step-t dropout; eval_loss1: eval-mode "
+    "loss at the weights (= io loss)")
 # Mirrors ref.label_smoothed_xent; formatted per spec into the grads file metadata.
 LOSS_REDUCTION = (
     "mean over non-pad target tokens (tgt_out != pad_id={pad}; {count} tokens in this batch) of "
@@ -186,12 +199,26 @@ def lr_at(step, d_model, tr):
         step ** -0.5, step * int(tr["warmup_steps"]) ** -1.5)
 
 
-def run_adam(model64, batch, d_model, tr):
-    """ADAM_STEPS torch.optim.Adam steps on a deep copy of model64 (left untouched). Returns
-    (params after each step, grads at each step, loss before each step, lr of each step); the
-    dicts are keyed by parameter name and hold float64 tensors."""
+def dropout_seed(spec):
+    return int(spec["training"].get("seed", 1))
+
+
+def train_copy(model64, spec, record=False):
+    """Deep copy of model64 in training mode with a CounterDropout hook (step 1) installed."""
     model = copy.deepcopy(model64)
-    model.eval()
+    hook = ref.CounterDropout(dropout_seed(spec), step=1, record=record)
+    model.set_dropout_fn(hook)
+    model.train()
+    return model, hook
+
+
+def run_adam(model64, batch, spec, tr):
+    """ADAM_STEPS torch.optim.Adam steps, training mode with deterministic dropout (STEP = t), on
+    a deep copy of model64 (left untouched). Returns (params after each step, grads at each step,
+    loss before each step, lr of each step, the dropout hook with its log); the dicts are keyed by
+    parameter name and hold float64 tensors."""
+    d_model = spec["model"]["d_model"]
+    model, hook = train_copy(model64, spec, record=True)
     named = dict(model.named_parameters())  # tied tables appear once: one parameter, one state
     opt = torch.optim.Adam(model.parameters(), lr=lr_at(1, d_model, tr),
                            betas=(float(tr["adam_beta1"]), float(tr["adam_beta2"])),
@@ -199,6 +226,7 @@ def run_adam(model64, batch, d_model, tr):
                            foreach=False, maximize=False)
     params, grads, losses, lrs = [], [], [], []
     for t in range(1, ADAM_STEPS + 1):
+        hook.step = t
         opt.zero_grad(set_to_none=True)
         _, loss = model(*batch)
         loss.backward()
@@ -213,7 +241,99 @@ def run_adam(model64, batch, d_model, tr):
         lrs.append(lr)
         opt.step()
         params.append({k: p.detach().clone() for k, p in named.items()})
-    return params, grads, losses, lrs
+    return params, grads, losses, lrs, hook
+
+
+def expected_dropout_sites(m):
+    """(name, rate) of every dropout site with rate > 0, in forward order, derived from the spec
+    independently of transformer_ref's module naming."""
+    sites = []
+
+    def add(name, rate):
+        if rate > 0.0:
+            sites.append((name, float(rate)))
+
+    def layer(prefix, sublayers):
+        for sub in sublayers:
+            if sub == "ffn":
+                add(f"{prefix}.ffn.activation", m["activation_dropout"])
+            else:
+                add(f"{prefix}.{sub}.probs", m["attention_dropout"])
+            add(f"{prefix}.{sub}.residual", m["dropout"])
+
+    add("encoder.embed", m["dropout"])
+    for i in range(m["encoder_layers"]):
+        layer(f"encoder.layers.{i}", ("self_attn", "ffn"))
+    add("decoder.embed", m["dropout"])
+    for i in range(m["decoder_layers"]):
+        layer(f"decoder.layers.{i}", ("self_attn", "cross_attn", "ffn"))
+    return sites
+
+
+def scalar_keep_bits(seed, step, name, rate, count):
+    """Independent straightforward scalar implementation of the dropout formula (pure Python
+    ints, % 2**64): (keep bits, 24-bit u values) of flat indices 0..count-1."""
+    mod = 2 ** 64
+
+    def mix(z):
+        z = (z + 0x9E3779B97F4A7C15) % mod
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % mod
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % mod
+        return z ^ (z >> 31)
+
+    h = 0xCBF29CE484222325
+    for byte in name.encode("utf-8"):
+        h = ((h ^ byte) * 0x100000001B3) % mod
+    key = mix(seed ^ mix(h ^ mix(step)))
+    threshold = round(rate * 2 ** 24)
+    us = [mix((key + i * 0x9E3779B97F4A7C15) % mod) >> 40 for i in range(count)]
+    return [1 if u >= threshold else 0 for u in us], us
+
+
+def check_dropout(name, spec, hook):
+    """Checks the dropout actually applied during the Adam run (hook.log): expected sites in
+    order at every step, kept fractions (DROPOUT_Z_MAX), and the first DROPOUT_SCALAR_BITS mask
+    bits of every site against scalar_keep_bits. Returns True if all hold."""
+    ok = True
+    want = expected_dropout_sites(spec["model"])
+    seed = dropout_seed(spec)
+    by_step = {t: [e for e in hook.log if e[0] == t] for t in range(1, ADAM_STEPS + 1)}
+    if len(hook.log) != sum(len(v) for v in by_step.values()):
+        ok = False
+        print(f"  {name}: dropout applied at an unexpected step")
+    worst_z, worst_site = 0.0, None
+    fractions = {}
+    for t, entries in by_step.items():
+        got = [(n, r) for _, n, r, _ in entries]
+        if got != want:
+            ok = False
+            print(f"  {name}: step {t}: dropout sites {got} != expected {want}")
+        for _, site, rate, keep in entries:
+            n = keep.size
+            frac = float(keep.mean())
+            z = (frac - (1.0 - rate)) / np.sqrt(rate * (1.0 - rate) / n)
+            fractions.setdefault(site, {})[t] = (frac, n, z)
+            if abs(z) > abs(worst_z):
+                worst_z, worst_site = z, f"{site}@{t}"
+            if abs(z) > DROPOUT_Z_MAX:
+                ok = False
+                print(f"  {name}: {site} step {t}: kept fraction {frac:.4f} of {n} is {z:+.2f} "
+                      f"sd from {1.0 - rate} (max {DROPOUT_Z_MAX})")
+            bits, _ = scalar_keep_bits(seed, t, site, rate, DROPOUT_SCALAR_BITS)
+            vec = [int(b) for b in keep.reshape(-1)[:DROPOUT_SCALAR_BITS]]
+            if bits != vec:
+                ok = False
+                print(f"  {name}: {site} step {t}: first mask bits {vec} != scalar {bits}")
+    for site, per in fractions.items():
+        print(f"  {name}: keep {site:40s} n={per[1][1]:4d}  " + "  ".join(
+            f"step{t} {f:.4f} ({z:+.2f} sd)" for t, (f, _, z) in sorted(per.items())))
+    kept = sum(int(e[3].sum()) for e in hook.log)
+    total = sum(e[3].size for e in hook.log)
+    print(f"  {name}: dropout seed {seed}, {len(want)} sites x {ADAM_STEPS} steps, overall kept "
+          f"{kept}/{total} = {kept / max(total, 1):.4f}, worst {worst_z:+.2f} sd ({worst_site}); "
+          f"first {DROPOUT_SCALAR_BITS} bits of every site == scalar implementation: "
+          f"{'yes' if ok else 'NO'}  {'ok' if ok else 'FAIL'}")
+    return ok
 
 
 def adam_step1_numpy(w, g, lr, b1, b2, eps):
@@ -227,19 +347,19 @@ def adam_step1_numpy(w, g, lr, b1, b2, eps):
     return w - lr * mhat / (np.sqrt(vhat) + eps)
 
 
-def hand_adam_step1(name, weights_path, grads_path, step1, grads1, lr1, tr):
+def hand_adam_step1(name, weights_path, step1, grads1, lr1, tr):
     """Re-derives Adam step 1 by hand (adam_step1_numpy) from the weights file and lr1, and
     compares it with torch's step-1 parameters, per tensor as max|hand - torch| / max|torch|:
-      exact: gradients = the float64 step-1 gradients of the Adam run, which must round to the
-             grads file values bit-exactly; required rel <= HAND_ADAM_RTOL.
-      file:  gradients = the grads file's float32 values themselves. Their rounding (relative
-             2^-24) moves lr*g/(|g|+eps) by at most lr*2^-24*eps*|g|/(|g|+eps)^2 <= lr*2^-26
-             (worst at |g| = eps), so required max|hand - torch| <= lr1*2^-24 + 1e-15*max|torch|.
+      exact: gradients = the float64 step-1 gradients (with step-1 dropout) of the Adam run;
+             required rel <= HAND_ADAM_RTOL.
+      file:  gradients = those rounded to float32 (the stored grad1/ values). The rounding
+             (relative 2^-24) moves lr*g/(|g|+eps) by at most lr*2^-24*eps*|g|/(|g|+eps)^2 <=
+             lr*2^-26 (worst at |g| = eps), so required max|hand - torch| <= lr1*2^-24 +
+             1e-15*max|torch|.
     Returns True if all hold."""
     w_file = safetensors_io.load(weights_path)
-    g_file = safetensors_io.load(grads_path)
     b1, b2, eps = float(tr["adam_beta1"]), float(tr["adam_beta2"]), float(tr["adam_eps"])
-    if not (sorted(w_file) == sorted(g_file) == sorted(step1) == sorted(grads1)):
+    if not (sorted(w_file) == sorted(step1) == sorted(grads1)):
         print(f"  {name}: hand Adam: parameter names differ between files and the Adam run")
         return False
     ok = True
@@ -248,10 +368,7 @@ def hand_adam_step1(name, weights_path, grads_path, step1, grads1, lr1, tr):
         torch_p = step1[pname].numpy()
         scale = max(float(np.abs(torch_p).max()), 1e-300)
         g64 = grads1[pname].numpy()
-        if not np.array_equal(g64.astype(np.float32), g_file[pname]):
-            ok = False
-            print(f"  {name}: step-1 gradient of {pname} does not round to the grads file")
-        for kind, g in (("exact", g64), ("file", g_file[pname])):
+        for kind, g in (("exact", g64), ("file", g64.astype(np.float32))):
             hand = adam_step1_numpy(w_file[pname], g, lr1, b1, b2, eps)
             diff = float(np.abs(hand - torch_p).max())
             rel = diff / scale
@@ -263,46 +380,76 @@ def hand_adam_step1(name, weights_path, grads_path, step1, grads1, lr1, tr):
                 ok = False
                 print(f"  {name}: hand Adam step 1 ({kind}) mismatch in {pname}: "
                       f"max|diff| {diff:.3e} rel {rel:.3e}")
-    print(f"  {name}: hand Adam step 1 vs torch, {len(step1)} tensors, worst "
-          f"max|hand-torch|/max|torch|: f64 grads {worst['exact'][0]:.3e} "
-          f"({worst['exact'][1]}, tol {HAND_ADAM_RTOL:g}); grads-file f32 values "
+    print(f"  {name}: hand Adam step 1 (weights file + grad1) vs torch, {len(step1)} tensors, "
+          f"worst max|hand-torch|/max|torch|: f64 grad1 {worst['exact'][0]:.3e} "
+          f"({worst['exact'][1]}, tol {HAND_ADAM_RTOL:g}); f32 grad1 "
           f"{worst['file'][0]:.3e} ({worst['file'][1]}, abs tol lr1*2^-24 = "
           f"{lr1 * 2.0 ** -24:.3e})  {'ok' if ok else 'FAIL'}")
     return ok
 
 
-def generate_adam(name, model64, batch, spec, weights, loss32, meta, out_dir):
+def check_dropout_grads(name, model64, batch, spec, grads1, eval_loss):
+    """On a fresh training copy with the step-1 hook: the eval-mode loss must equal the io loss
+    exactly, the train-mode loss must differ from it, the gradients must equal the Adam run's
+    step-1 gradients bit-exactly, and agree with finite differences (check_grads_fd)."""
+    model, hook = train_copy(model64, spec)
+    model.eval()
+    with torch.no_grad():
+        ev = model(*batch)[1].item()
+    model.train()
+    with torch.no_grad():
+        tr_loss = model(*batch)[1].item()
+    ok = ev == eval_loss and tr_loss != eval_loss
+    print(f"  {name}: with the dropout hook: eval-mode loss {ev!r} "
+          f"{'==' if ev == eval_loss else '!='} io loss; train-mode step-1 loss {tr_loss!r} "
+          f"{'differs' if tr_loss != eval_loss else 'EQUALS the eval loss'}  "
+          f"{'ok' if ok else 'FAIL'}")
+    g = compute_grads(f"{name} (dropout step 1)", model, batch, tr_loss)
+    same = sorted(g) == sorted(grads1) and all(torch.equal(g[k], grads1[k]) for k in g)
+    ok &= same
+    if not same:
+        print(f"  {name}: step-1 dropout gradients not reproducible on a fresh copy: FAIL")
+    ok &= check_grads_fd(f"{name} (dropout step 1)", model, g, batch)
+    return ok
+
+
+def generate_adam(name, model64, batch, spec, weights, eval_loss, meta, out_dir):
     """Writes <name>.adam.safetensors after its self-checks; returns False if one fails."""
     tr = training_hparams(spec)
     d_model = spec["model"]["d_model"]
-    params, grads, losses, lrs = run_adam(model64, batch, d_model, tr)
+    params, grads, losses, lrs, hook = run_adam(model64, batch, spec, tr)
     ok = True
     for pname, p in model64.named_parameters():  # the Adam run must not touch the golden model
         if not np.array_equal(p.detach().numpy(), weights[pname].astype(np.float64)):
             raise RuntimeError(f"{name}: Adam run modified {pname} of the golden model")
     loss1, loss2 = losses[0], losses[1]
     lr1, lr2 = lrs[0], lrs[1]
-    same_loss = np.float32(loss1) == np.float32(loss32)
-    ok &= bool(same_loss)
     ok &= loss2 < loss1
     step1_max = max(float(np.abs(params[0][k].numpy() - weights[k].astype(np.float64)).max())
                     for k in weights)
     step2_max = max(float(np.abs(params[1][k].numpy() - params[0][k].numpy()).max())
                     for k in weights)
-    print(f"{name}: adam lr1 = {lr1:.9e}  lr2 = {lr2:.9e}  loss1 = {loss1:.9f}  "
-          f"loss2 = {loss2:.9f}  ({'decreased' if loss2 < loss1 else 'NOT decreased: FAIL'})  "
-          f"loss1 == io loss (f32): {'yes' if same_loss else 'NO: FAIL'}")
+    print(f"{name}: adam (train mode, counter dropout) lr1 = {lr1:.9e}  lr2 = {lr2:.9e}  "
+          f"loss1 = {loss1:.9f}  loss2 = {loss2:.9f}  "
+          f"({'decreased' if loss2 < loss1 else 'NOT decreased: FAIL'})  "
+          f"eval_loss1 (io) = {eval_loss:.9f}")
     print(f"  {name}: max|step1 - weights| = {step1_max:.6e}  max|step2 - step1| = "
           f"{step2_max:.6e}")
-    ok &= hand_adam_step1(name, os.path.join(out_dir, f"{name}.weights.safetensors"),
-                          os.path.join(out_dir, f"{name}.grads.safetensors"), params[0], grads[0],
-                          lr1, tr)
+    ok &= check_dropout(name, spec, hook)
+    ok &= check_dropout_grads(name, model64, batch, spec, grads[0], eval_loss)
+    for pname, p in model64.named_parameters():
+        if not np.array_equal(p.detach().numpy(), weights[pname].astype(np.float64)):
+            raise RuntimeError(f"{name}: dropout checks modified {pname} of the golden model")
+    ok &= hand_adam_step1(name, os.path.join(out_dir, f"{name}.weights.safetensors"), params[0],
+                          grads[0], lr1, tr)
     tensors = {}
     for k in weights:
         tensors[f"step1/{k}"] = params[0][k].to(torch.float32).numpy()
         tensors[f"step2/{k}"] = params[1][k].to(torch.float32).numpy()
+        tensors[f"grad1/{k}"] = grads[0][k].to(torch.float32).numpy()
         tensors[f"grad2/{k}"] = grads[1][k].to(torch.float32).numpy()
-    for key, val in (("loss1", loss1), ("loss2", loss2), ("lr1", lr1), ("lr2", lr2)):
+    for key, val in (("loss1", loss1), ("loss2", loss2), ("eval_loss1", eval_loss),
+                     ("lr1", lr1), ("lr2", lr2)):
         tensors[key] = np.asarray(val, dtype=np.float32).reshape(())
     bad = [k for k, v in tensors.items() if not np.all(np.isfinite(v))]
     if bad:
@@ -311,6 +458,8 @@ def generate_adam(name, model64, batch, spec, weights, loss32, meta, out_dir):
     if not ok:
         print(f"{name}: Adam check FAILED, {name}.adam.safetensors not written")
         return False
+    m = spec["model"]
+    sites = [e[1] for e in hook.log if e[0] == 1]
     adam_meta = dict(meta, steps=str(ADAM_STEPS), d_model=str(d_model),
                      adam_beta1=repr(float(tr["adam_beta1"])),
                      adam_beta2=repr(float(tr["adam_beta2"])),
@@ -319,6 +468,13 @@ def generate_adam(name, model64, batch, spec, weights, loss32, meta, out_dir):
                      lr_scale=repr(float(tr["lr_scale"])),
                      label_smoothing=repr(float(tr["label_smoothing"])),
                      lr1=repr(lr1), lr2=repr(lr2), loss1=repr(loss1), loss2=repr(loss2),
+                     eval_loss1=repr(eval_loss), mode="train",
+                     dropout=ref.COUNTER_DROPOUT_DEFINITION,
+                     dropout_seed=str(dropout_seed(spec)),
+                     dropout_rates=(f"dropout={float(m['dropout'])!r} "
+                                    f"attention_dropout={float(m['attention_dropout'])!r} "
+                                    f"activation_dropout={float(m['activation_dropout'])!r}"),
+                     dropout_sites=",".join(sites),
                      formula=ADAM_FORMULA.format(
                          steps=ADAM_STEPS, lr_scale=repr(float(tr["lr_scale"])), d_model=d_model,
                          warmup=int(tr["warmup_steps"]), b1=repr(float(tr["adam_beta1"])),
@@ -326,6 +482,20 @@ def generate_adam(name, model64, batch, spec, weights, loss32, meta, out_dir):
     safetensors_io.save(os.path.join(out_dir, f"{name}.adam.safetensors"), tensors,
                         metadata=adam_meta)
     return True
+
+
+def print_dropout_crosscheck(spec):
+    """The C++ cross-check figures: site encoder.embed, STEP=1, the spec's seed and dropout."""
+    seed, rate = dropout_seed(spec), float(spec["model"]["dropout"])
+    u = ref.counter_dropout_u(seed, 1, "encoder.embed", 16)
+    keep = "".join(str(int(x)) for x in (u >= np.uint64(ref.counter_dropout_threshold(rate))))
+    bits, us = scalar_keep_bits(seed, 1, "encoder.embed", rate, 16)
+    same = keep == "".join(map(str, bits)) and [int(x) for x in u] == us
+    print(f"{spec['name']}: cross-check encoder.embed SEED={seed} STEP=1 r={rate}: key = "
+          f"0x{ref.counter_dropout_key(seed, 1, 'encoder.embed'):016x}  threshold = "
+          f"{ref.counter_dropout_threshold(rate)}  keep[0..15] = {keep}  u[0..3] = "
+          f"{[int(x) for x in u[:4]]}  (scalar implementation agrees: {'yes' if same else 'NO'})")
+    return same
 
 
 def generate(spec_rel, out_dir):
@@ -389,7 +559,9 @@ def generate(spec_rel, out_dir):
                         metadata=grads_meta)
 
     # Adam: after every file above is written, on a deep copy, drawing nothing from any RNG.
-    return generate_adam(name, model64, batch, spec, weights, loss32, grads_meta, out_dir)
+    ok = print_dropout_crosscheck(spec)
+    return generate_adam(name, model64, batch, spec, weights, loss.item(), grads_meta,
+                         out_dir) and ok
 
 
 def main():

@@ -5,6 +5,13 @@ dialect semantics exactly (dialects/tfm/README.md): additive -inf masking, fully
 rows -> zeros, label-smoothed cross-entropy averaged over non-pad targets. Module attribute names
 are chosen so that `state_dict()` keys are exactly the parameter names tfmc uses.
 
+Dropout: every dropout site goes through DropoutSite.drop(x, rate, suffix), which by default is
+F.dropout(x, rate, self.training) (unchanged PyTorch behaviour). Transformer.set_dropout_fn(fn)
+installs a hook fn(x, rate, name) used instead, only in training mode and only for rate > 0
+(anything else is the identity, exactly as F.dropout in eval mode); `name` is the site name, e.g.
+"encoder.embed" or "decoder.layers.0.cross_attn.probs". CounterDropout is the deterministic,
+counter-based hook tfmc's compiled training step implements (see its docstring).
+
 CLI: transformer_ref.py --spec models/tiny.yaml [--list]  -> prints the parameter count.
 """
 import argparse
@@ -121,6 +128,117 @@ def load_spec(path):
     return spec
 
 
+MASK64 = 0xFFFFFFFFFFFFFFFF
+GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+
+
+def splitmix64(z):
+    """SplitMix64 finaliser on a Python int, modulo 2^64."""
+    z = (z + GOLDEN_GAMMA) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def fnv1a64(s):
+    """64-bit FNV-1a of the UTF-8 bytes of s."""
+    h = 0xCBF29CE484222325
+    for b in s.encode("utf-8"):
+        h = ((h ^ b) * 0x100000001B3) & MASK64
+    return h
+
+
+def _splitmix64_np(z):
+    """splitmix64 on a numpy uint64 array (wrapping arithmetic; uint64 constants throughout so
+    nothing is promoted to float)."""
+    z = z + np.uint64(GOLDEN_GAMMA)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+COUNTER_DROPOUT_DEFINITION = (
+    "counter-based dropout, all arithmetic on uint64 modulo 2^64: "
+    "splitmix64(z): z += 0x9E3779B97F4A7C15; z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; "
+    "z = (z ^ (z >> 27)) * 0x94D049BB133111EB; return z ^ (z >> 31). "
+    "fnv1a64(s): h = 0xcbf29ce484222325; for each UTF-8 byte b of s: h = (h ^ b) * 0x100000001b3. "
+    "Site NAME with rate r (0 < r < 1; r = 0 sites are skipped), seed SEED = training.seed, "
+    "training step STEP (1, 2, ...): key = splitmix64(SEED ^ splitmix64(fnv1a64(NAME) ^ "
+    "splitmix64(STEP))); element with flat row-major index i of the site's input tensor (full "
+    "shape, padded positions included): u = splitmix64(key + i * 0x9E3779B97F4A7C15) >> 40 "
+    "(24 bits); keep iff u >= round(r * 2^24); y = keep ? x * (1 / (1 - r)) : 0 (scale computed in "
+    "float64); the gradient flows through the same mask. Sites: encoder.embed, decoder.embed "
+    "(after scale + positions, rate model.dropout); <layer>.self_attn.probs, "
+    "<layer>.cross_attn.probs (softmax output [B,H,Sq,Sk], rate model.attention_dropout); "
+    "<layer>.ffn.activation (after ReLU/GELU [B,S,d_ff], rate model.activation_dropout); "
+    "<layer>.self_attn.residual, <layer>.cross_attn.residual, <layer>.ffn.residual (sublayer "
+    "output before the residual add, rate model.dropout); <layer> = encoder.layers.<i> or "
+    "decoder.layers.<i> (0-based)")
+
+
+def counter_dropout_key(seed, step, name):
+    return splitmix64((int(seed) ^ splitmix64(fnv1a64(name) ^ splitmix64(int(step)))) & MASK64)
+
+
+def counter_dropout_threshold(rate):
+    return int(round(float(rate) * (1 << 24)))
+
+
+def counter_dropout_u(seed, step, name, numel):
+    """The 24-bit u values of flat indices 0..numel-1 (numpy uint64 array)."""
+    key = counter_dropout_key(seed, step, name)
+    idx = np.arange(numel, dtype=np.uint64)
+    return _splitmix64_np(np.uint64(key) + idx * np.uint64(GOLDEN_GAMMA)) >> np.uint64(40)
+
+
+def counter_dropout_keep(seed, step, name, rate, shape):
+    """Boolean keep mask of the given shape (row-major flat indices)."""
+    numel = int(np.prod(shape, dtype=np.int64))
+    u = counter_dropout_u(seed, step, name, numel)
+    return (u >= np.uint64(counter_dropout_threshold(rate))).reshape(shape)
+
+
+class CounterDropout:
+    """Deterministic dropout hook for Transformer.set_dropout_fn (COUNTER_DROPOUT_DEFINITION).
+    Set .step before each training step's forward pass. If record is true, every application is
+    appended to .log as (step, name, rate, keep mask as a numpy bool array)."""
+
+    definition = COUNTER_DROPOUT_DEFINITION
+
+    def __init__(self, seed, step=1, record=False):
+        self.seed = int(seed)
+        self.step = int(step)
+        self.record = record
+        self.log = []
+
+    def __call__(self, x, rate, name):
+        if not 0.0 < rate < 1.0:
+            raise ValueError(f"dropout site {name}: rate {rate} outside (0, 1)")
+        keep = counter_dropout_keep(self.seed, self.step, name, rate, tuple(x.shape))
+        if self.record:
+            self.log.append((self.step, name, float(rate), keep))
+        scale = 1.0 / (1.0 - float(rate))  # float64
+        mask = torch.from_numpy(np.where(keep, scale, 0.0)).to(dtype=x.dtype, device=x.device)
+        return x * mask
+
+
+class DropoutSite(nn.Module):
+    """Base of every module holding dropout sites. `dropout_site` is the module's qualified name
+    (set by Transformer.__init__); `dropout_fn` the optional hook (None: F.dropout)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dropout_site = ""
+        self.dropout_fn = None
+
+    def drop(self, x, rate, suffix):
+        if self.dropout_fn is None:
+            return F.dropout(x, rate, self.training)
+        if not self.training or rate == 0.0:
+            return x
+        return self.dropout_fn(x, rate, f"{self.dropout_site}.{suffix}")
+
+
 def sinusoidal_table(max_len, dim):
     """PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(same); float64 then rounded to f32."""
     pos = np.arange(max_len, dtype=np.float64)[:, None]
@@ -132,7 +250,7 @@ def sinusoidal_table(max_len, dim):
     return torch.from_numpy(pe.astype(np.float32))
 
 
-class Attention(nn.Module):
+class Attention(DropoutSite):
     def __init__(self, d_model, heads, attention_dropout):
         super().__init__()
         self.heads = heads
@@ -162,14 +280,14 @@ class Attention(nn.Module):
         probs = torch.softmax(scores, dim=-1)
         # A fully masked row is NaN after softmax; the dialect defines it as all zeros.
         probs = probs.masked_fill(~keep.any(dim=-1, keepdim=True), 0.0)
-        probs = F.dropout(probs, self.attention_dropout, self.training)
+        probs = self.drop(probs, self.attention_dropout, "probs")
         ctx = torch.matmul(probs, v)  # [B, H, Q, K]
         b, _, nq, _ = ctx.shape
         ctx = ctx.transpose(1, 2).reshape(b, nq, self.heads * self.head_dim)
         return self.out_proj(ctx)
 
 
-class FFN(nn.Module):
+class FFN(DropoutSite):
     def __init__(self, d_model, d_ff, activation, activation_dropout):
         super().__init__()
         self.activation = activation
@@ -180,18 +298,19 @@ class FFN(nn.Module):
     def forward(self, x):
         h = self.fc1(x)
         h = F.relu(h) if self.activation == "relu" else F.gelu(h)  # exact erf GELU
-        h = F.dropout(h, self.activation_dropout, self.training)
+        h = self.drop(h, self.activation_dropout, "activation")
         return self.fc2(h)
 
 
-def _sublayer(x, fn, norm, pre_norm, dropout, training):
-    """Residual block: post-norm LN(x + drop(f(x))) or pre-norm x + drop(f(LN(x)))."""
-    if pre_norm:
-        return x + F.dropout(fn(norm(x)), dropout, training)
-    return norm(x + F.dropout(fn(x), dropout, training))
+def _sublayer(layer, x, fn, norm, site):
+    """Residual block: post-norm LN(x + drop(f(x))) or pre-norm x + drop(f(LN(x))); the dropout
+    site is "<layer>.<site>.residual"."""
+    if layer.pre_norm:
+        return x + layer.drop(fn(norm(x)), layer.dropout, f"{site}.residual")
+    return norm(x + layer.drop(fn(x), layer.dropout, f"{site}.residual"))
 
 
-class EncoderLayer(nn.Module):
+class EncoderLayer(DropoutSite):
     def __init__(self, m):
         super().__init__()
         d, eps = m["d_model"], m["layer_norm_eps"]
@@ -203,12 +322,12 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(d, eps=eps)
 
     def forward(self, x, src_keep):
-        x = _sublayer(x, lambda h: self.self_attn(h, h, src_keep, causal=False),
-                      self.self_attn_norm, self.pre_norm, self.dropout, self.training)
-        return _sublayer(x, self.ffn, self.ffn_norm, self.pre_norm, self.dropout, self.training)
+        x = _sublayer(self, x, lambda h: self.self_attn(h, h, src_keep, causal=False),
+                      self.self_attn_norm, "self_attn")
+        return _sublayer(self, x, self.ffn, self.ffn_norm, "ffn")
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(DropoutSite):
     def __init__(self, m):
         super().__init__()
         d, eps = m["d_model"], m["layer_norm_eps"]
@@ -222,14 +341,14 @@ class DecoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(d, eps=eps)
 
     def forward(self, y, tgt_keep, memory, src_keep):
-        y = _sublayer(y, lambda h: self.self_attn(h, h, tgt_keep, causal=True),
-                      self.self_attn_norm, self.pre_norm, self.dropout, self.training)
-        y = _sublayer(y, lambda h: self.cross_attn(h, memory, src_keep, causal=False),
-                      self.cross_attn_norm, self.pre_norm, self.dropout, self.training)
-        return _sublayer(y, self.ffn, self.ffn_norm, self.pre_norm, self.dropout, self.training)
+        y = _sublayer(self, y, lambda h: self.self_attn(h, h, tgt_keep, causal=True),
+                      self.self_attn_norm, "self_attn")
+        y = _sublayer(self, y, lambda h: self.cross_attn(h, memory, src_keep, causal=False),
+                      self.cross_attn_norm, "cross_attn")
+        return _sublayer(self, y, self.ffn, self.ffn_norm, "ffn")
 
 
-class Stack(nn.Module):
+class Stack(DropoutSite):
     """Encoder or decoder: embeddings (+ own token table when untied), layers, final norm."""
 
     def __init__(self, m, vocab, own_embedding, layer_cls, num_layers):
@@ -256,7 +375,7 @@ class Stack(nn.Module):
             raise ValueError(f"sequence length {s} exceeds max_len {self.max_len}")
         pos = self.embed_positions.weight if self.learned_positions else self.pe
         x = F.embedding(ids, table) * math.sqrt(self.d_model) + pos[:s]
-        return F.dropout(x, self.dropout, self.training)
+        return self.drop(x, self.dropout, "embed")
 
     def finish(self, x):
         return self.final_norm(x) if hasattr(self, "final_norm") else x
@@ -277,6 +396,16 @@ class Transformer(nn.Module):
         self.decoder = Stack(m, m["tgt_vocab_size"], not tied, DecoderLayer, m["decoder_layers"])
         if not m["tie_output_projection"]:
             self.output_projection = nn.Linear(m["d_model"], m["tgt_vocab_size"], bias=False)
+        for qualified, mod in self.named_modules():
+            if isinstance(mod, DropoutSite):
+                mod.dropout_site = qualified
+
+    def set_dropout_fn(self, fn):
+        """Installs the dropout hook fn(x, rate, name) on every site (None: back to F.dropout)."""
+        for mod in self.modules():
+            if isinstance(mod, DropoutSite):
+                mod.dropout_fn = fn
+        return self
 
     # Token tables resolved per tying option (kept as single tensors so state_dict has no aliases).
     def src_table(self):

@@ -82,7 +82,9 @@ public:
   // Every weights change (this, initWeights, loadWeights) also re-evaluates the nodes computed from
   // weights and constants only (e.g. a tfm.concat of projection weights) and repacks packed weights,
   // so run() does neither.
-  Status setWeights(const std::map<std::string, Tensor> &weights);
+  // Training state (the Adam moments of a train_step entry) starts over with new weights, unless
+  // `keepTrainingState` (e.g. restoring a checkpoint's weights next to its optimizer state).
+  Status setWeights(const std::map<std::string, Tensor> &weights, bool keepTrainingState = false);
   Status loadWeights(const std::string &safetensorsPath);
   Status saveWeights(const std::string &safetensorsPath) const;
   bool hasWeights() const;

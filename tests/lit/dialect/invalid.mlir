@@ -555,3 +555,17 @@ func.func @lr_schedule_warmup(%step: tensor<i32>) {
   %0 = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 0} : (tensor<i32>) -> tensor<f32>
   return
 }
+
+// -----
+func.func @dropout_step_without_site(%x: tensor<?x8xf32>, %step: tensor<i32>) {
+  // expected-error @+1 {{a training dropout (with a step) needs a site name}}
+  %0 = tfm.dropout %x step(%step : tensor<i32>) {rate = 0.1 : f64} : tensor<?x8xf32>
+  return
+}
+
+// -----
+func.func @dropout_step_rank(%x: tensor<?x8xf32>, %step: tensor<1xi32>) {
+  // expected-error @+1 {{step must have rank 0, got rank 1}}
+  %0 = tfm.dropout %x step(%step : tensor<1xi32>) {rate = 0.1 : f64, site = "a"} : tensor<?x8xf32>
+  return
+}

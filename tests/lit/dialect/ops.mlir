@@ -104,3 +104,11 @@ func.func @optimizer(%step: tensor<i32>, %g: tensor<4x3xf32>) -> tensor<f32> {
   %sq = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
   return %sq : tensor<f32>
 }
+
+// Training dropout: keyed by (seed, site, step).
+// CHECK-LABEL: func.func @training_dropout
+func.func @training_dropout(%x: tensor<?x?x8xf32>, %step: tensor<i32>) -> tensor<?x?x8xf32> {
+  // CHECK: tfm.dropout %arg0 step(%arg1 : tensor<i32>) {rate = 1.000000e-01 : f64, seed = 3 : i64, site = "encoder.embed"} : tensor<?x?x8xf32>
+  %0 = tfm.dropout %x step(%step : tensor<i32>) {rate = 0.1 : f64, seed = 3, site = "encoder.embed"} : tensor<?x?x8xf32>
+  return %0 : tensor<?x?x8xf32>
+}

@@ -224,14 +224,22 @@ func.func @scaled_loss(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>) -> tens
 }
 
 // -----
-// Training-mode dropout on the gradient path is refused at the dropout.
-func.func @dropout(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>) -> tensor<f32> attributes {tfm.differentiate} {
+// Training dropout (with a step) masks the gradient with the same op (same step, seed, site);
+// a step-less dropout is the identity, so its gradient passes through.
+// CHECK-LABEL: func.func @dropout
+// CHECK: %[[D:.*]] = tfm.dropout %{{.*}} step(%arg2 : tensor<i32>) {rate = 1.000000e-01 : f64, seed = 7 : i64, site = "fc1.residual"} : tensor<?x?x8xf32>
+// CHECK: %[[ID:.*]] = tfm.dropout %[[D]] {rate = 2.000000e-01 : f64} : tensor<?x?x8xf32>
+// CHECK: %[[G:.*]] = tfm.matmul %{{.*}}, %{{.*}} : (tensor<?x?x11xf32>, tensor<11x8xf32>) -> tensor<?x?x8xf32>
+// CHECK-NEXT: tfm.weight_grad %{{.*}}, %[[ID]]
+// CHECK-NEXT: %[[GD:.*]] = tfm.dropout %[[G]] step(%arg2 : tensor<i32>) {rate = 1.000000e-01 : f64, seed = 7 : i64, site = "fc1.residual"} : tensor<?x?x8xf32>
+// CHECK-NEXT: tfm.weight_grad %[[GD]], %arg0
+func.func @dropout(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32>) -> tensor<f32> attributes {tfm.differentiate} {
   %w1 = tfm.param "fc1.weight" : tensor<8x8xf32>
   %h = tfm.matmul %x, %w1 {transpose_b = true} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
-  // expected-error @+1 {{tfm-autodiff: no backward rule for tfm.dropout (training-mode dropout is not differentiated yet)}}
-  %d = tfm.dropout %h {rate = 0.1 : f64} : tensor<?x?x8xf32>
+  %d = tfm.dropout %h step(%step : tensor<i32>) {rate = 0.1 : f64, seed = 7, site = "fc1.residual"} : tensor<?x?x8xf32>
+  %e = tfm.dropout %d {rate = 0.2 : f64} : tensor<?x?x8xf32>
   %w = tfm.param "out.weight" : tensor<11x8xf32>
-  %logits = tfm.matmul %d, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %logits = tfm.matmul %e, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
   %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -1,5 +1,8 @@
 // The Dnnl backend's gradient kernels against their reference kernels (the reference kernels
 // themselves are checked end to end against PyTorch autograd by compiler_tests).
+#include <cmath>
+
+#include "kernels/dropout_mask.h"
 #include "test_util.h"
 
 namespace tfmrt::test {
@@ -54,6 +57,75 @@ TEST(FastGradKernels, EmptyRows) {
   for (int64_t i = 0; i < w.numel(); ++i) EXPECT_EQ(w.data<float>()[i], 0.0f);
   Tensor b = SingleOp("tfm.bias_grad", {{dy}}, {}).run(KernelBackend::Dnnl);
   for (int64_t i = 0; i < b.numel(); ++i) EXPECT_EQ(b.data<float>()[i], 0.0f);
+}
+
+}  // namespace
+}  // namespace tfmrt::test
+
+namespace tfmrt::test {
+namespace {
+
+Attrs dropoutAttrs(double rate, int64_t seed, const std::string &site) {
+  return {{"rate", AttrValue::ofFloat(rate)}, {"seed", AttrValue::ofInt(seed)}, {"site", AttrValue::ofString(site)}};
+}
+
+Tensor step(int32_t s) { return Tensor::i32({}, {s}); }
+
+// The fast kernel draws exactly the reference kernel's mask; the kept fraction is 1 - rate; kept
+// elements are scaled by 1 / (1 - rate).
+TEST(TrainingDropout, FastMatchesReferenceAndRate) {
+  const Tensor x = randomF32({3, 70001}, 61, 0.5f, 1.5f);  // no zeros: a 0 output means dropped
+  for (double rate : {0.1, 0.3}) {
+    SingleOp op("tfm.dropout", {{x}, {step(7)}}, dropoutAttrs(rate, 1, "encoder.layers.0.ffn.residual"));
+    op.compare("fast.dropout", 0, 3e-7);  // same mask; the scale rounds to float (fast) or double
+    const Tensor y = op.run(KernelBackend::Dnnl);
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      if (y.data<float>()[i] == 0.0f) {
+        ++dropped;
+      } else {
+        EXPECT_NEAR(y.data<float>()[i], x.data<float>()[i] / (1.0 - rate), 1e-6) << i;
+      }
+    }
+    const double n = double(y.numel()), sd = std::sqrt(n * rate * (1 - rate));
+    EXPECT_NEAR(double(dropped), n * rate, 5 * sd) << "rate " << rate;
+  }
+}
+
+// The formula, against figures printed by tests/reference/gen_golden.py's independent Python
+// implementation (site "encoder.embed", seed 1, step 1, rate 0.1).
+TEST(TrainingDropout, MaskFormulaMatchesPythonReference) {
+  const uint64_t key = dropout::maskKey(1, "encoder.embed", 1);
+  EXPECT_EQ(key, 0x77a1b0160f365c80ull);
+  EXPECT_EQ(dropout::dropThreshold(0.1), 1677722u);
+  const uint32_t u[4] = {1427074, 7240917, 1711331, 14426216};
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(uint32_t(dropout::splitmix64(key + i * dropout::kGolden) >> 40), u[i]) << i;
+  std::string bits;
+  for (uint64_t i = 0; i < 16; ++i) bits += dropout::kept(key, i, dropout::dropThreshold(0.1)) ? '1' : '0';
+  EXPECT_EQ(bits, "0111100110111111");
+}
+
+// The mask is a function of (seed, site, step): each changes it, repeating them repeats it.
+TEST(TrainingDropout, MaskDependsOnSeedSiteAndStep) {
+  const Tensor x = randomF32({64, 64}, 62, 0.5f, 1.5f);
+  auto mask = [&](int64_t seed, const std::string &site, int32_t s) {
+    Tensor y = SingleOp("tfm.dropout", {{x}, {step(s)}}, dropoutAttrs(0.5, seed, site)).run(KernelBackend::Dnnl);
+    std::string bits;
+    for (int64_t i = 0; i < y.numel(); ++i) bits += y.data<float>()[i] == 0.0f ? '0' : '1';
+    return bits;
+  };
+  const std::string base = mask(1, "a", 1);
+  EXPECT_EQ(mask(1, "a", 1), base);
+  EXPECT_NE(mask(2, "a", 1), base);
+  EXPECT_NE(mask(1, "b", 1), base);
+  EXPECT_NE(mask(1, "a", 2), base);
+}
+
+// Without a step the op is the identity (inference).
+TEST(TrainingDropout, StepLessIsIdentity) {
+  const Tensor x = randomF32({5, 7}, 63);
+  EXPECT_TRUE(allClose(SingleOp("tfm.dropout", {{x}}, {{"rate", AttrValue::ofFloat(0.5)}}).run(KernelBackend::Dnnl), x, 0, 0));
+  EXPECT_TRUE(allClose(SingleOp("tfm.dropout", {{x}}, {{"rate", AttrValue::ofFloat(0.5)}}).run(KernelBackend::Reference), x, 0, 0));
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Hand-written elementwise kernels of the Dnnl backend: tfm.scale, tfm.relu, tfm.gelu, tfm.add,
-// tfm.bias_add, tfm.mask. They exist so the unfused program runs on vectorised, parallel loops
+// tfm.bias_add, tfm.mask, tfm.dropout. They exist so the unfused program runs on vectorised, parallel loops
 // (AVX-512 clones on this CPU) and fused-vs-unfused comparisons measure the fusion, not a scalar
 // erf or an SSE2 loop. Each is tested against its reference kernel.
 #include <limits>
 
+#include "format.h"
 #include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/dnnl/fast_util.h"
 #include "op_schema.h"
 
@@ -93,6 +95,52 @@ public:
   }
 };
 
+// Elements [begin, end) of a training dropout: the mask draw is branch-free 64-bit integer
+// arithmetic, so the loop vectorises.
+TFMRT_SIMD_CLONES void dropoutSpan(const float *x, float *y, int64_t begin, int64_t end, uint64_t key,
+                                   uint32_t threshold, float scale) {
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    uint64_t z = key + uint64_t(i) * dropout::kGolden + dropout::kGolden;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    y[i] = uint32_t(z >> 40) >= threshold ? x[i] * scale : 0.0f;
+  }
+}
+
+class DropoutKernel final : public Kernel {
+public:
+  const char *name() const override { return "fast.dropout"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    rate_ = attrFloat(*info.node, "rate");
+    seed_ = attrInt(*info.node, "seed");
+    site_ = attrString(*info.node, "site");
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const float *x = a.inputs[0].as<float>();
+    float *y = a.outputs[0].as<float>();
+    const int64_t n = a.inputs[0].numel();
+    if (a.numInputs < 2) {  // inference: the identity
+      if (n > 0) copy(x, y, size_t(n) * sizeof(float));
+      return Status::OK();
+    }
+    const int32_t step = a.inputs[1].as<int32_t>()[0];
+    if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
+    const uint64_t key = dropout::maskKey(seed_, site_, step);
+    const uint32_t threshold = dropout::dropThreshold(rate_);
+    const float scale = float(1.0 / (1.0 - rate_));
+    parallelSpans(n, kParallelMinElements, [&](int64_t i, int64_t e) { dropoutSpan(x, y, i, e, key, threshold, scale); });
+    return Status::OK();
+  }
+
+private:
+  double rate_ = 0.0;
+  int64_t seed_ = 0;
+  std::string site_;
+};
+
 class GeluKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.gelu"; }
@@ -166,6 +214,7 @@ void registerFastElementwise(KernelRegistry &r) {
   r.add(dnnlKey("tfm.add"), makeKernel<fast::AddKernel>);
   r.add(dnnlKey("tfm.bias_add"), makeKernel<fast::BiasAddKernel>);
   r.add(dnnlKey("tfm.mask"), makeKernel<fast::MaskKernel>);
+  r.add(dnnlKey("tfm.dropout"), makeKernel<fast::DropoutKernel>);
 }
 
 }  // namespace tfmrt

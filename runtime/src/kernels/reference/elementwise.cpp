@@ -1,7 +1,9 @@
-// tfm.scale, tfm.relu, tfm.gelu, tfm.add, tfm.bias_add, tfm.dropout (inference: identity).
+// tfm.scale, tfm.relu, tfm.gelu, tfm.add, tfm.bias_add, tfm.dropout (identity without a step).
 #include <cmath>
 #include <cstring>
 
+#include "format.h"
+#include "kernels/dropout_mask.h"
 #include "kernels/kernel_util.h"
 #include "kernels/reference/reference_kernels.h"
 #include "op_schema.h"
@@ -87,14 +89,37 @@ public:
 };
 
 // Inference entry functions: dropout is the identity (the training issue adds the RNG).
+// Without a step: the identity (inference). With one: the counter-based mask, element by element.
 class DropoutKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.dropout"; }
-  Status run(const KernelArgs &a) override {
-    const int64_t n = a.inputs[0].numel();
-    if (n > 0) std::memcpy(a.outputs[0].data, a.inputs[0].data, size_t(n) * sizeof(float));
+  Status prepare(const KernelPrepareInfo &info) override {
+    rate_ = attrFloat(*info.node, "rate");
+    seed_ = attrInt(*info.node, "seed");
+    site_ = attrString(*info.node, "site");
     return Status::OK();
   }
+  Status run(const KernelArgs &a) override {
+    const int64_t n = a.inputs[0].numel();
+    const float *x = a.inputs[0].as<float>();
+    float *y = a.outputs[0].as<float>();
+    if (a.numInputs < 2) {
+      if (n > 0) std::memcpy(y, x, size_t(n) * sizeof(float));
+      return Status::OK();
+    }
+    const int32_t step = a.inputs[1].as<int32_t>()[0];
+    if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
+    const uint64_t key = dropout::maskKey(seed_, site_, step);
+    const uint32_t threshold = dropout::dropThreshold(rate_);
+    const double scale = 1.0 / (1.0 - rate_);
+    for (int64_t i = 0; i < n; ++i) y[i] = dropout::kept(key, uint64_t(i), threshold) ? float(x[i] * scale) : 0.0f;
+    return Status::OK();
+  }
+
+private:
+  double rate_ = 0.0;
+  int64_t seed_ = 0;
+  std::string site_;
 };
 
 }  // namespace
