@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <string>
 
+#include "format.h"
+#include "kernel_registry.h"
+#include "op_schema.h"
+
 namespace tfmrt::dropout {
 
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
@@ -36,5 +40,28 @@ inline uint32_t dropThreshold(double rate) { return uint32_t(std::llround(rate *
 inline bool kept(uint64_t key, uint64_t i, uint32_t threshold) {
   return uint32_t(splitmix64(key + i * kGolden) >> 40) >= threshold;
 }
+
+// The attributes and step check both tfm.dropout kernels share.
+class KernelBase : public Kernel {
+public:
+  Status prepare(const KernelPrepareInfo &info) override {
+    rate_ = attrFloat(*info.node, "rate");
+    seed_ = attrInt(*info.node, "seed");
+    site_ = attrString(*info.node, "site");
+    return Status::OK();
+  }
+
+protected:
+  // The mask key of this call (args has the step operand).
+  Status keyOf(const KernelArgs &a, uint64_t &key) const {
+    const int32_t step = a.inputs[1].as<int32_t>()[0];
+    if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
+    key = maskKey(seed_, site_, step);
+    return Status::OK();
+  }
+  double rate_ = 0.0;
+  int64_t seed_ = 0;
+  std::string site_;
+};
 
 }  // namespace tfmrt::dropout

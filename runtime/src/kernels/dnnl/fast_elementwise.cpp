@@ -109,15 +109,9 @@ TFMRT_SIMD_CLONES void dropoutSpan(const float *x, float *y, int64_t begin, int6
   }
 }
 
-class DropoutKernel final : public Kernel {
+class DropoutKernel final : public dropout::KernelBase {
 public:
   const char *name() const override { return "fast.dropout"; }
-  Status prepare(const KernelPrepareInfo &info) override {
-    rate_ = attrFloat(*info.node, "rate");
-    seed_ = attrInt(*info.node, "seed");
-    site_ = attrString(*info.node, "site");
-    return Status::OK();
-  }
   Status run(const KernelArgs &a) override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
@@ -126,19 +120,13 @@ public:
       if (n > 0) copy(x, y, size_t(n) * sizeof(float));
       return Status::OK();
     }
-    const int32_t step = a.inputs[1].as<int32_t>()[0];
-    if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
-    const uint64_t key = dropout::maskKey(seed_, site_, step);
+    uint64_t key;
+    TFMRT_RETURN_IF_ERROR(keyOf(a, key));
     const uint32_t threshold = dropout::dropThreshold(rate_);
     const float scale = float(1.0 / (1.0 - rate_));
     parallelSpans(n, kParallelMinElements, [&](int64_t i, int64_t e) { dropoutSpan(x, y, i, e, key, threshold, scale); });
     return Status::OK();
   }
-
-private:
-  double rate_ = 0.0;
-  int64_t seed_ = 0;
-  std::string site_;
 };
 
 class GeluKernel final : public Kernel {

@@ -90,15 +90,9 @@ public:
 
 // Inference entry functions: dropout is the identity (the training issue adds the RNG).
 // Without a step: the identity (inference). With one: the counter-based mask, element by element.
-class DropoutKernel final : public Kernel {
+class DropoutKernel final : public dropout::KernelBase {
 public:
   const char *name() const override { return "reference.dropout"; }
-  Status prepare(const KernelPrepareInfo &info) override {
-    rate_ = attrFloat(*info.node, "rate");
-    seed_ = attrInt(*info.node, "seed");
-    site_ = attrString(*info.node, "site");
-    return Status::OK();
-  }
   Status run(const KernelArgs &a) override {
     const int64_t n = a.inputs[0].numel();
     const float *x = a.inputs[0].as<float>();
@@ -107,19 +101,13 @@ public:
       if (n > 0) std::memcpy(y, x, size_t(n) * sizeof(float));
       return Status::OK();
     }
-    const int32_t step = a.inputs[1].as<int32_t>()[0];
-    if (step < 1) return invalidArgument(cat("step must be >= 1 (the step being taken), got ", step));
-    const uint64_t key = dropout::maskKey(seed_, site_, step);
+    uint64_t key;
+    TFMRT_RETURN_IF_ERROR(keyOf(a, key));
     const uint32_t threshold = dropout::dropThreshold(rate_);
     const double scale = 1.0 / (1.0 - rate_);
     for (int64_t i = 0; i < n; ++i) y[i] = dropout::kept(key, uint64_t(i), threshold) ? float(x[i] * scale) : 0.0f;
     return Status::OK();
   }
-
-private:
-  double rate_ = 0.0;
-  int64_t seed_ = 0;
-  std::string site_;
 };
 
 }  // namespace
