@@ -6,8 +6,8 @@ compared against. Prints one JSON line; tokens/s counts batch * (src_len + tgt_l
 
 By default the forward stops at the logits (as inference does); --loss adds the label-smoothed
 cross-entropy; --backward (implies --loss) also runs loss.backward() (eval mode, no dropout):
-the work of tfmc's `gradients` entry; --adam (implies --backward) adds torch.optim.Adam's step:
-the work of tfmc's `train_step` entry.
+the work of tfmc's `gradients` entry; --adam (implies --backward) is a training step: train mode
+(dropout on, as the spec says) and torch.optim.Adam's step, the work of tfmc's `train_step` entry.
 """
 import argparse
 import json
@@ -75,7 +75,7 @@ def main():
         ref.load_weights(model, args.weights)
     else:
         ref.xavier_init(model, args.seed)
-    model.eval()
+    model.train() if args.adam else model.eval()
 
     # Full-length rows (no padding): the shape the compiled engine is benchmarked on.
     gen = torch.Generator().manual_seed(args.seed)
