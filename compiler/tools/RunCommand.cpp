@@ -255,7 +255,8 @@ int runCommand(const CommandLine &cl) {
 // --inputs). Real corpora come with the data pipeline; this drives and checks the compiled step.
 int trainCommand(const CommandLine &cl) {
   RunSettings rs;
-  if (!readRunSettings("train", cl, rs, {"steps", "first-step", "log-every"})) return 2;
+  if (!readRunSettings("train", cl, rs, {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume"}))
+    return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
                  "--entries=forward,train_step)\n";
@@ -266,7 +267,19 @@ int trainCommand(const CommandLine &cl) {
     return 2;
   }
   rs.artifactPath = cl.positionals[0];
-  const int64_t steps = cl.getInt("steps", 20), firstStep = cl.getInt("first-step", 1);
+  const std::string checkpoint = cl.get("checkpoint"), resume = cl.get("resume");
+  const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
+  if (!resume.empty() && (cl.has("first-step") || cl.has("weights"))) {
+    std::cerr << "tfmc train: error: --resume takes weights, optimizer state and the step from the checkpoint; "
+                 "drop --first-step / --weights\n";
+    return 2;
+  }
+  if (checkpointEvery < 0 || (checkpointEvery > 0 && checkpoint.empty())) {
+    std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> and N >= 1\n";
+    return 2;
+  }
+  const int64_t steps = cl.getInt("steps", 20);
+  int64_t firstStep = cl.getInt("first-step", 1);
   const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
   if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
     std::cerr << "tfmc train: error: --steps and --first-step must be >= 1\n";
@@ -283,6 +296,17 @@ int trainCommand(const CommandLine &cl) {
               << " has no train_step entry (compile it with --entries=forward,train_step)\n";
     return 1;
   }
+  if (!resume.empty()) {
+    int64_t last = 0;
+    if (auto s = model->loadCheckpoint(resume, last); !s.ok()) return fail("train", s);
+    firstStep = last + 1;
+    std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
+  }
+  auto save = [&](int64_t step) {
+    if (auto s = model->saveCheckpoint(checkpoint, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
+    std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
+    return 0;
+  };
   const int64_t positions = inputs[0].shape[0] * (inputs[0].shape[1] + inputs[1].shape[1]);
   std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
               rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
@@ -306,6 +330,8 @@ int trainCommand(const CommandLine &cl) {
     if (k == 0 || (k + 1) % logEvery == 0 || k + 1 == steps)
       std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
                   std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
+    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && (k + 1) % checkpointEvery == 0)))
+      if (int code = save(step)) return code;
   }
   std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
   std::sort(steady.begin(), steady.end());

@@ -71,11 +71,13 @@ commands:
       sample batch is used. Prints loss and tokens/s.
   train <model.tfmx> [--steps N] [--first-step K] [--log-every N] [--weights w.safetensors | --seed N]
       [--inputs batch.safetensors] [--batch B --src-len S --tgt-len T] [--kernels=...] [--threads N]
-      [--save-weights out.safetensors]
+      [--save-weights out.safetensors] [--checkpoint ckpt [--checkpoint-every N]] [--resume ckpt]
       Run the compiled train_step entry (compile with --entries=forward,train_step: forward,
       backward and Adam with the spec's schedule in one graph, weights updated in place) for
       N steps on one batch (--inputs or the built-in sample batch), printing loss and gradient
-      norm; --save-weights writes the trained weights. No dropout yet.
+      norm; --save-weights writes the trained weights. --checkpoint writes weights, Adam
+      moments and the step (every N steps and at the end; atomic, checksummed); --resume
+      continues from one exactly where it stopped.
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.

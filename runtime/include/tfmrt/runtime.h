@@ -87,6 +87,13 @@ public:
   Status setWeights(const std::map<std::string, Tensor> &weights, bool keepTrainingState = false);
   Status loadWeights(const std::string &safetensorsPath);
   Status saveWeights(const std::string &safetensorsPath) const;
+
+  // Training checkpoints: weights + training state (Adam moments) + `step` (the last step taken)
+  // + caller metadata, in one safetensors file written atomically (temporary file + rename).
+  // The file carries a format tag, a version and a CRC-32 of every tensor's bytes; loading checks
+  // them, the model name and every tensor, and changes nothing on any error.
+  Status saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta = {}) const;
+  Status loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta = nullptr);
   bool hasWeights() const;
   const Tensor *weight(const std::string &name) const;  // nullptr if unknown or weights unset
 

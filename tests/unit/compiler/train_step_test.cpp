@@ -9,6 +9,10 @@
 // Updates are therefore compared where the golden gradient is clearly non-zero, and elsewhere
 // only bounded by Adam's step-size bound.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -101,5 +105,126 @@ TEST_P(TrainStepTest, TwoAdamStepsMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, TrainStepTest, testing::ValuesIn(tfmc::test::allGoldenCases()),
                          tfmc::test::goldenCaseName);
+
+}  // namespace
+
+namespace {
+
+using tfmc::test::compileAndLoad;
+using tfmc::test::kSource;
+
+std::vector<tfmrt::Tensor> goldenBatch(const std::string &spec) {
+  std::map<std::string, tfmrt::Tensor> io;
+  EXPECT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/" + spec + ".io.safetensors", io).ok());
+  return {io.at("src"), io.at("tgt_in"), io.at("tgt_out"), tfmrt::Tensor::i32({}, {0})};
+}
+
+// Runs train_step for steps [first, last]; returns the losses.
+std::vector<float> train(tfmrt::Model &m, std::vector<tfmrt::Tensor> batch, int first, int last) {
+  std::vector<float> losses;
+  for (int step = first; step <= last; ++step) {
+    batch[3].data<int32_t>()[0] = step;
+    std::vector<tfmrt::Tensor> out;
+    tfmrt::Status s = m.run("train_step", batch, out);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (!s.ok()) break;
+    losses.push_back(out[0].data<float>()[0]);
+  }
+  return losses;
+}
+
+bool sameWeights(const tfmrt::Model &a, const tfmrt::Model &b) {
+  for (const auto &p : a.artifact().params) {
+    const tfmrt::Tensor &x = *a.weight(p.name), &y = *b.weight(p.name);
+    if (x.nbytes() != y.nbytes() || std::memcmp(x.rawData(), y.rawData(), x.nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+// Six steps straight equal three steps, a checkpoint, a fresh model resumed from it, three more:
+// bit for bit (weights, Adam moments, dropout masks keyed by the step).
+TEST(TrainCheckpoint, ResumesExactly) {
+  for (const char *spec : {"tiny", "tiny-prenorm"}) {
+    const std::vector<tfmrt::Tensor> batch = goldenBatch(spec);
+    const std::string weights = kSource + "/tests/golden/" + spec + ".weights.safetensors";
+    const std::string path = testing::TempDir() + "/tfmc_ckpt_" + spec + ".safetensors";
+    auto straight = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true);
+    auto first = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true);
+    auto resumed = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true);
+    ASSERT_TRUE(straight && first && resumed);
+    ASSERT_TRUE(straight->loadWeights(weights).ok() && first->loadWeights(weights).ok());
+    const std::vector<float> all = train(*straight, batch, 1, 6);
+    const std::vector<float> head = train(*first, batch, 1, 3);
+    ASSERT_TRUE(first->saveCheckpoint(path, 3, {{"note", "test"}}).ok());
+
+    int64_t step = -1;
+    std::map<std::string, std::string> meta;
+    tfmrt::Status s = resumed->loadCheckpoint(path, step, &meta);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(step, 3);
+    EXPECT_EQ(meta["note"], "test");
+    const std::vector<float> tail = train(*resumed, batch, 4, 6);
+    ASSERT_EQ(all.size(), 6u);
+    ASSERT_EQ(tail.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(head[i], all[i]) << spec << " step " << i + 1;
+      EXPECT_EQ(tail[i], all[i + 3]) << spec << " step " << i + 4;
+    }
+    EXPECT_TRUE(sameWeights(*straight, *resumed)) << spec;
+    std::remove(path.c_str());
+  }
+}
+
+// A corrupt, truncated, foreign or mislabelled checkpoint is refused with a clear message and
+// changes nothing (the model keeps training exactly as before).
+TEST(TrainCheckpoint, BadFilesAreRefusedAndChangeNothing) {
+  const std::string spec = "tiny";
+  const std::vector<tfmrt::Tensor> batch = goldenBatch(spec);
+  const std::string dir = testing::TempDir();
+  auto model = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true);
+  auto reference = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true);
+  ASSERT_TRUE(model && reference);
+  const std::string weights = kSource + "/tests/golden/tiny.weights.safetensors";
+  ASSERT_TRUE(model->loadWeights(weights).ok() && reference->loadWeights(weights).ok());
+  train(*model, batch, 1, 2);
+  train(*reference, batch, 1, 2);
+  const std::string good = dir + "/tfmc_ckpt_good.safetensors";
+  ASSERT_TRUE(model->saveCheckpoint(good, 2).ok());
+  std::ifstream in(good, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 1000u);
+
+  auto write = [&](const std::string &name, const std::string &content) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  };
+  std::string flipped = bytes;
+  flipped[flipped.size() - 100] ^= 0x10;  // one bit of a tensor value
+  int64_t step = 77;
+  auto other = compileAndLoad("tiny-prenorm", tfmrt::KernelBackend::Dnnl, "all", false, true);
+  ASSERT_TRUE(other);
+  const struct {
+    std::string path;
+    tfmrt::Model *into;
+    const char *error;
+  } cases[] = {
+      {write("tfmc_ckpt_flipped.safetensors", flipped), model.get(), "checksum mismatch: the file is corrupt"},
+      {write("tfmc_ckpt_truncated.safetensors", bytes.substr(0, bytes.size() / 2)), model.get(), "safetensors"},
+      {weights, model.get(), "not a tfmc checkpoint"},
+      {good, other.get(), "was saved from model 'tiny', this is 'tiny-prenorm'"},
+      {dir + "/tfmc_ckpt_missing.safetensors", model.get(), "tfmc_ckpt_missing"},
+  };
+  for (const auto &c : cases) {
+    tfmrt::Status s = c.into->loadCheckpoint(c.path, step);
+    EXPECT_FALSE(s.ok()) << c.path;
+    EXPECT_NE(s.message().find(c.error), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(step, 77) << "the step is only written on success";
+  EXPECT_TRUE(sameWeights(*model, *reference));
+  // The state is untouched too: both continue identically.
+  EXPECT_EQ(train(*model, batch, 3, 4), train(*reference, batch, 3, 4));
+  EXPECT_TRUE(sameWeights(*model, *reference));
+}
 
 }  // namespace

@@ -47,6 +47,8 @@ public:
     eps_ = attrFloat(*info.node, "epsilon");
     if (!info.knownBeforeRun[0] || info.inputs[0]->kind != ValueKind::Parameter)
       return invalidArgument(cat("tfm.adam_update must update a parameter, got '", info.inputs[0]->name, "'"));
+    param_ = info.inputs[0]->name;
+    shape_ = info.inputs[0]->shape;
     int64_t n = 1;
     for (int64_t d : info.inputs[0]->shape) n *= d;
     m_.assign(size_t(n), 0.0f);  // the moments live as long as the kernel: sized once, at load
@@ -56,6 +58,15 @@ public:
   void resetState() override {
     std::fill(m_.begin(), m_.end(), 0.0f);
     std::fill(v_.begin(), v_.end(), 0.0f);
+  }
+  Status saveState(std::map<std::string, Tensor> &out) const override {
+    out["adam.m/" + param_] = toTensor(m_);
+    out["adam.v/" + param_] = toTensor(v_);
+    return Status::OK();
+  }
+  Status loadState(const std::map<std::string, Tensor> &in) override {
+    TFMRT_RETURN_IF_ERROR(fromTensor(in, "adam.m/" + param_, m_));
+    return fromTensor(in, "adam.v/" + param_, v_);
   }
   Status run(const KernelArgs &a) override {
     float *param = a.inputs[0].as<float>();
@@ -83,7 +94,24 @@ public:
   }
 
 private:
+  Tensor toTensor(const std::vector<float> &x) const {
+    Tensor t(DType::F32, shape_);
+    std::copy(x.begin(), x.end(), t.data<float>());
+    return t;
+  }
+  Status fromTensor(const std::map<std::string, Tensor> &in, const std::string &name, std::vector<float> &x) const {
+    auto it = in.find(name);
+    if (it == in.end()) return invalidArgument(cat("missing optimizer state '", name, "'"));
+    if (it->second.dtype != DType::F32 || it->second.shape != shape_)
+      return invalidArgument(cat("optimizer state '", name, "' is ", it->second.describe(), ", expected f32",
+                                 shapeStr(shape_)));
+    std::copy(it->second.data<float>(), it->second.data<float>() + x.size(), x.begin());
+    return Status::OK();
+  }
+
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
+  std::string param_;
+  std::vector<int64_t> shape_;
   std::vector<float> m_, v_;
 };
 

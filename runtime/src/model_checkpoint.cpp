@@ -1,0 +1,118 @@
+// Training checkpoints: Model::saveCheckpoint / loadCheckpoint.
+#include <algorithm>
+#include <cstring>
+
+#include "crc32.h"
+#include "file_io.h"
+#include "format.h"
+#include "model_impl.h"
+#include "safetensors.h"
+
+namespace tfmrt {
+namespace {
+
+constexpr const char *kFormat = "tfmc-checkpoint";
+constexpr const char *kVersion = "1";
+
+// CRC-32 over name, dtype, shape and bytes of every tensor, in name order: independent of the
+// file layout, so any changed value, name or shape is caught.
+uint32_t tensorsCrc(const TensorRefList &refs) {
+  uint32_t crc = 0;
+  for (const auto &[name, t] : refs) {
+    crc = crc32(reinterpret_cast<const uint8_t *>(name.data()), name.size(), crc);
+    const uint8_t dtype = uint8_t(t->dtype);
+    crc = crc32(&dtype, 1, crc);
+    crc = crc32(reinterpret_cast<const uint8_t *>(t->shape.data()), t->shape.size() * sizeof(int64_t), crc);
+    crc = crc32(static_cast<const uint8_t *>(t->rawData()), t->nbytes(), crc);
+  }
+  return crc;
+}
+
+TensorRefList sortedRefs(const TensorMap &tensors) {
+  TensorRefList refs;
+  for (const auto &[name, t] : tensors) refs.emplace_back(name, &t);
+  return refs;  // std::map: already in name order
+}
+
+}  // namespace
+
+Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta) const {
+  if (!impl_->hasWeights) return invalidArgument("saveCheckpoint: weights are not set");
+  try {
+    const Artifact &a = impl_->artifact;
+    TensorMap state;
+    for (const EntryState &e : impl_->entries)
+      for (const auto &k : e.kernels) TFMRT_RETURN_IF_ERROR(k->saveState(state));
+    TensorRefList refs;
+    for (size_t i = 0; i < a.params.size(); ++i) refs.emplace_back(a.params[i].name, &impl_->weights[i]);
+    for (const auto &[name, t] : state) refs.emplace_back(name, &t);
+    std::sort(refs.begin(), refs.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
+    MetadataMap metadata(meta.begin(), meta.end());
+    metadata["format"] = kFormat;
+    metadata["version"] = kVersion;
+    metadata["tfmc_model"] = a.modelName;
+    metadata["step"] = std::to_string(step);
+    metadata["crc32"] = std::to_string(tensorsCrc(refs));
+    std::vector<uint8_t> bytes;
+    TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
+    return writeFileBytes(path, "checkpoint", bytes.data(), bytes.size());
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while saving a checkpoint");
+  }
+}
+
+Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta) {
+  try {
+    TensorMap tensors;
+    MetadataMap metadata;
+    TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+    auto field = [&](const char *key) {
+      auto it = metadata.find(key);
+      return it == metadata.end() ? std::string() : it->second;
+    };
+    auto refuse = [&](const std::string &why) { return invalidArgument(cat("checkpoint '", path, "': ", why)); };
+    if (field("format") != kFormat)
+      return refuse(cat("not a tfmc checkpoint (format '", field("format"), "', expected '", kFormat, "')"));
+    if (field("version") != kVersion)
+      return refuse(cat("version '", field("version"), "' is not supported (this tfmc reads version ", kVersion, ")"));
+    if (field("tfmc_model") != impl_->artifact.modelName)
+      return refuse(cat("was saved from model '", field("tfmc_model"), "', this is '", impl_->artifact.modelName, "'"));
+    if (field("crc32") != std::to_string(tensorsCrc(sortedRefs(tensors))))
+      return refuse("checksum mismatch: the file is corrupt");
+    char *end = nullptr;
+    const std::string stepText = field("step");
+    const long long parsed = std::strtoll(stepText.c_str(), &end, 10);
+    if (stepText.empty() || *end || parsed < 0) return refuse(cat("bad step '", stepText, "'"));
+
+    // Weights and state go in together: take both apart first, so an error changes nothing.
+    std::map<std::string, Tensor> weights, state;
+    for (auto &[name, t] : tensors) (impl_->artifact.findParam(name) >= 0 ? weights : state)[name] = std::move(t);
+    std::map<std::string, Tensor> previousState;  // to roll back on error
+    for (EntryState &e : impl_->entries)
+      for (auto &k : e.kernels) TFMRT_RETURN_IF_ERROR(k->saveState(previousState));
+    if (previousState.size() != state.size())
+      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", previousState.size()));
+    const bool hadWeights = impl_->hasWeights;
+    const std::vector<Tensor> previousWeights = impl_->weights;
+    Status s = setWeights(weights, /*keepTrainingState=*/true);
+    if (!s.ok()) return refuse(s.message());
+    for (EntryState &e : impl_->entries)
+      for (auto &k : e.kernels) {
+        if (s.ok()) s = k->loadState(state);
+      }
+    if (!s.ok()) {
+      for (EntryState &e : impl_->entries)
+        for (auto &k : e.kernels) (void)k->loadState(previousState);
+      if (hadWeights) (void)impl_->installWeights(previousWeights, /*resetTrainingState=*/false);
+      else impl_->hasWeights = false;
+      return refuse(s.message());
+    }
+    step = parsed;
+    if (meta) *meta = std::map<std::string, std::string>(metadata.begin(), metadata.end());
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while loading a checkpoint");
+  }
+}
+
+}  // namespace tfmrt
