@@ -14,8 +14,8 @@ PACKAGES=(
   libyaml-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # tokenizer (used by later translation work)
-  libsentencepiece-dev sentencepiece
+  # tokenizer and corpus reading (tfmc tokenizer, tfmc train --data)
+  libsentencepiece-dev sentencepiece zlib1g-dev
   # reference scripts / peer benchmarks only (never a runtime dependency)
   python3-torch python3-numpy python3-yaml libopenblas0-openmp
 )

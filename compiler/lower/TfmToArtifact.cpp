@@ -235,6 +235,9 @@ void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
   md["model.norm"] = m.norm == NormPlacement::Post ? "post" : "pre";
   md["model.activation"] = m.activation == Activation::ReLU ? "relu" : "gelu";
   md["training.label_smoothing"] = num(spec.training.label_smoothing);
+  md["training.batch_tokens"] = std::to_string(spec.training.batch_tokens);
+  md["training.max_steps"] = std::to_string(spec.training.max_steps);
+  md["training.seed"] = std::to_string(spec.training.seed);
   md["decoding.beam_size"] = std::to_string(spec.decoding.beam_size);
   md["decoding.length_penalty"] = num(spec.decoding.length_penalty);
   md["decoding.max_length_ratio"] = num(spec.decoding.max_length_ratio);

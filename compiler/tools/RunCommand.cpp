@@ -9,13 +9,13 @@
 #include <map>
 
 #include "Commands.h"
+#include "RunSupport.h"
 #include "Pipeline.h"
 #include "SampleIds.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
 
 namespace tfmc {
-namespace {
 
 int64_t metaInt(const tfmrt::Artifact &a, const std::string &key, int64_t fallback) {
   auto it = a.metadata.find(key);
@@ -78,13 +78,6 @@ int fail(const char *cmd, const tfmrt::Status &status) {
   return 1;
 }
 
-struct RunSettings {
-  std::string artifactPath;
-  std::string weights, inputs, output, saveWeights, kernels = "dnnl", entry = "forward";
-  uint64_t seed = 1;
-  int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
-  bool profile = false;
-};
 
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
@@ -238,8 +231,6 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   return true;
 }
 
-}  // namespace
-
 int runCommand(const CommandLine &cl) {
   RunSettings rs;
   if (!readRunSettings("run", cl, rs, {})) return 2;
@@ -249,101 +240,6 @@ int runCommand(const CommandLine &cl) {
   }
   rs.artifactPath = cl.positionals[0];
   return runForward("run", rs);
-}
-
-// `tfmc train`: repeated compiled training steps on one batch (the built-in sample batch or
-// --inputs). Real corpora come with the data pipeline; this drives and checks the compiled step.
-int trainCommand(const CommandLine &cl) {
-  RunSettings rs;
-  if (!readRunSettings("train", cl, rs, {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume"}))
-    return 2;
-  if (cl.positionals.size() != 1) {
-    std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
-                 "--entries=forward,train_step)\n";
-    return 2;
-  }
-  if (cl.has("iters") || cl.has("entry")) {
-    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
-    return 2;
-  }
-  rs.artifactPath = cl.positionals[0];
-  const std::string checkpoint = cl.get("checkpoint"), resume = cl.get("resume");
-  const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
-  if (!resume.empty() && (cl.has("first-step") || cl.has("weights"))) {
-    std::cerr << "tfmc train: error: --resume takes weights, optimizer state and the step from the checkpoint; "
-                 "drop --first-step / --weights\n";
-    return 2;
-  }
-  if (checkpointEvery < 0 || (checkpointEvery > 0 && checkpoint.empty())) {
-    std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> and N >= 1\n";
-    return 2;
-  }
-  const int64_t steps = cl.getInt("steps", 20);
-  int64_t firstStep = cl.getInt("first-step", 1);
-  const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
-  if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
-    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1\n";
-    return 2;
-  }
-  std::unique_ptr<tfmrt::Model> model;
-  std::vector<tfmrt::Tensor> inputs;
-  if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
-  const tfmrt::Artifact &a = model->artifact();
-  bool hasTrainStep = false;
-  for (const auto &fn : a.functions) hasTrainStep |= fn.name == "train_step";
-  if (!hasTrainStep) {
-    std::cerr << "tfmc train: error: " << rs.artifactPath
-              << " has no train_step entry (compile it with --entries=forward,train_step)\n";
-    return 1;
-  }
-  if (!resume.empty()) {
-    int64_t last = 0;
-    if (auto s = model->loadCheckpoint(resume, last); !s.ok()) return fail("train", s);
-    firstStep = last + 1;
-    std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
-  }
-  auto save = [&](int64_t step) {
-    if (auto s = model->saveCheckpoint(checkpoint, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
-    std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
-    return 0;
-  };
-  const int64_t positions = inputs[0].shape[0] * (inputs[0].shape[1] + inputs[1].shape[1]);
-  std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
-              rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
-              (long long)firstStep, (long long)(firstStep + steps - 1));
-  inputs.push_back(tfmrt::Tensor::i32({}, {0}));
-  std::vector<tfmrt::Tensor> outputs;
-  std::vector<double> millis;
-  float firstLoss = NAN, loss = NAN;
-  for (int64_t k = 0; k < steps; ++k) {
-    const int64_t step = firstStep + k;
-    inputs[3].data<int32_t>()[0] = int32_t(step);
-    auto start = std::chrono::steady_clock::now();
-    if (auto s = model->run("train_step", inputs, outputs); !s.ok()) return fail("train", s);
-    millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    loss = outputs[0].data<float>()[0];
-    if (k == 0) firstLoss = loss;
-    if (!std::isfinite(loss)) {
-      std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
-      return 1;
-    }
-    if (k == 0 || (k + 1) % logEvery == 0 || k + 1 == steps)
-      std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
-                  std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
-    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && (k + 1) % checkpointEvery == 0)))
-      if (int code = save(step)) return code;
-  }
-  std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
-  std::sort(steady.begin(), steady.end());
-  const double median = steady[steady.size() / 2];
-  std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s, load average %s\n",
-              firstLoss, loss, (long long)steps, median, positions / (median / 1000.0), loadAverage().c_str());
-  if (rs.profile) printProfile(*model, millis.size(), "step");
-  if (!rs.saveWeights.empty()) {
-    if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
-    std::printf("wrote %s\n", rs.saveWeights.c_str());
-  }
-  return 0;
 }
 
 int demoCommand(const CommandLine &cl) {

@@ -72,12 +72,20 @@ commands:
   train <model.tfmx> [--steps N] [--first-step K] [--log-every N] [--weights w.safetensors | --seed N]
       [--inputs batch.safetensors] [--batch B --src-len S --tgt-len T] [--kernels=...] [--threads N]
       [--save-weights out.safetensors] [--checkpoint ckpt [--checkpoint-every N]] [--resume ckpt]
-      Run the compiled train_step entry (compile with --entries=forward,train_step: forward,
-      backward and Adam with the spec's schedule in one graph, weights updated in place) for
-      N steps on one batch (--inputs or the built-in sample batch), printing loss and gradient
-      norm; --save-weights writes the trained weights. --checkpoint writes weights, Adam
+      [--data <dir> --src de --tgt en --tokenizer spm.model [--batch-tokens N] [--eval-every N]
+       [--valid-split val|none]]
+      Run the compiled train_step entry (compile with --entries=forward,train_step: dropout,
+      forward, backward and Adam with the spec's schedule in one graph, weights updated in
+      place) for N steps, printing loss and gradient norm: on a parallel corpus with --data
+      (<dir>/train.<lang>.gz, token-budget batches from the spec's training.batch_tokens, a
+      seeded shuffle per epoch; validation loss on <dir>/val.* at the end or every
+      --eval-every steps), else on one batch (--inputs or the built-in sample batch).
+      --save-weights writes the trained weights. --checkpoint writes weights, Adam
       moments and the step (every N steps and at the end; atomic, checksummed); --resume
       continues from one exactly where it stopped.
+  tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
+      Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
+      model specs expect); --vocab must equal the spec's vocabulary sizes.
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.
@@ -122,6 +130,7 @@ int main(int argc, char **argv) {
   if (command == "compile") return tfmc::compileCommand(cl);
   if (command == "run") return tfmc::runCommand(cl);
   if (command == "train") return tfmc::trainCommand(cl);
+  if (command == "tokenizer") return tfmc::tokenizerCommand(cl);
   if (command == "demo") return tfmc::demoCommand(cl);
   if (command == "inspect") return tfmc::inspectCommand(cl);
   if (command == "bench") return tfmc::benchCommand(cl);

@@ -26,12 +26,12 @@ struct IdCheck {
   std::string what;      // "the vocabulary of 'encoder.embed_tokens.weight'"
 };
 
-// Everything that depends on one set of input shapes: value shapes and the buffer arena.
+// Everything that depends on one set of input shapes: value shapes and buffer offsets.
 struct ShapePlan {
   std::vector<Shape> inputShapes;  // the cache key
   std::vector<Shape> shapes;       // per value id
   std::vector<size_t> offsets;     // per value id (run-time intermediates)
-  Tensor arena;                    // 64-byte aligned bytes: intermediates, then kernel scratch
+  size_t arenaBytes = 0;           // intermediates, then kernel scratch (in EntryState::arena)
   size_t scratchOffset = 0, scratchBytes = 0;
   MemoryPlanSummary summary;
   uint64_t lastUse = 0;
@@ -51,6 +51,9 @@ struct EntryState {
   // values and packed weights of every entry are refreshed.
   bool mutatesWeights = false;
   std::vector<std::unique_ptr<ShapePlan>> plans;  // LRU cache
+  // One arena per entry, shared by its plans (calls run one at a time): grown to the largest plan
+  // used so far, so varying batch shapes (a corpus) stop allocating once the largest has been seen.
+  Tensor arena;
   uint64_t clock = 0;
   MemoryPlanSummary lastPlan;  // of the most recent run()
   // Per-call scratch, sized at load so run() does not allocate.

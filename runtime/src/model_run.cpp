@@ -1,4 +1,4 @@
-// Model::run: input validation, per-shape plans (shapes + buffer arena, cached), node execution.
+// Model::run: input validation, per-shape plans (shapes + buffer offsets, cached), node execution.
 #include <chrono>
 #include <omp.h>
 
@@ -12,7 +12,9 @@
 namespace tfmrt {
 namespace {
 
-constexpr size_t kMaxShapePlans = 16;  // per entry; least recently used is evicted
+// Per entry; least recently used is evicted. Plans hold shapes and offsets only (the arena is
+// the entry's), so a corpus's many batch shapes can stay cached.
+constexpr size_t kMaxShapePlans = 256;
 
 Status checkInputs(const EntryFunction &fn, const std::vector<Tensor> &inputs) {
   if (inputs.size() != fn.inputs.size()) {
@@ -96,7 +98,11 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
 
   // Bind every value to memory: caller inputs, weights, constants, weight-derived buffers, arena
   // slices.
-  uint8_t *arena = static_cast<uint8_t *>(plan->arena.rawData());
+  if (state->arena.nbytes() < plan->arenaBytes) {
+    state->arena = Tensor();  // free first: the old and new arena need not coexist
+    state->arena = Tensor(DType::Bool, {int64_t(plan->arenaBytes)});
+  }
+  uint8_t *arena = plan->arenaBytes ? static_cast<uint8_t *>(state->arena.rawData()) : nullptr;
   for (size_t v = 0; v < fn.values.size(); ++v) {
     if (state->knownBeforeRun[v]) state->data[v] = knownData(*state, uint32_t(v));
     else if (fn.values[v].kind == ValueKind::Intermediate) state->data[v] = arena ? arena + plan->offsets[v] : nullptr;
@@ -169,7 +175,7 @@ Status Model::Impl::buildShapePlan(EntryState &state, const std::vector<Tensor> 
   }
   plan.scratchOffset = (mp.arenaBytes + 63) / 64 * 64;
   plan.summary.scratch_bytes = int64_t(plan.scratchBytes);
-  plan.arena = Tensor(DType::Bool, {int64_t(plan.scratchOffset + plan.scratchBytes)});
+  plan.arenaBytes = plan.scratchOffset + plan.scratchBytes;
   return Status::OK();
 }
 

@@ -1,0 +1,37 @@
+// Shared by the runtime-side commands (run, demo, train): settings common to all of them and
+// the set-up they share (load the artifact, set weights, build inputs). No MLIR here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Commands.h"
+#include "tfmrt/runtime.h"
+
+namespace tfmc {
+
+struct RunSettings {
+  std::string artifactPath;
+  std::string weights, inputs, output, saveWeights, kernels = "dnnl", entry = "forward";
+  uint64_t seed = 1;
+  int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
+  bool profile = false;
+};
+
+int64_t metaInt(const tfmrt::Artifact &a, const std::string &key, int64_t fallback);
+std::string loadAverage();
+std::string shapeString(const std::vector<int64_t> &shape);
+// Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
+void printProfile(const tfmrt::Model &model, size_t calls, const char *per);
+// Prints "tfmc <cmd>: error: <message>" and returns 1.
+int fail(const char *cmd, const tfmrt::Status &status);
+// Parses the options of run-like commands (plus `known` extras); false after printing an error.
+bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs, std::vector<std::string> known);
+// Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
+// builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
+int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
+               std::vector<tfmrt::Tensor> &inputs);
+
+}  // namespace tfmc

@@ -1,0 +1,263 @@
+// `tfmc train` (compiled training steps on one batch or on a tokenised parallel corpus) and
+// `tfmc tokenizer` (a joint SentencePiece vocabulary for a corpus).
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "Commands.h"
+#include "RunSupport.h"
+#include "tfmdata/batcher.h"
+#include "tfmdata/corpus.h"
+#include "tfmdata/tokenizer.h"
+
+namespace tfmc {
+namespace {
+
+// --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
+struct DataSource {
+  tfmdata::Batcher train, valid;
+  bool hasValid = false;
+};
+
+int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) {
+  const std::string dir = cl.get("data"), srcLang = cl.get("src", "de"), tgtLang = cl.get("tgt", "en");
+  const std::string tokPath = cl.get("tokenizer");
+  if (tokPath.empty()) {
+    std::cerr << "tfmc train: error: --data needs --tokenizer <model> (make one with tfmc tokenizer)\n";
+    return 2;
+  }
+  std::unique_ptr<tfmdata::Tokenizer> tok;
+  if (auto s = tfmdata::Tokenizer::load(tokPath, tok); !s.ok()) return fail("train", s);
+  for (const char *key : {"model.src_vocab_size", "model.tgt_vocab_size"})
+    if (metaInt(a, key, -1) != tok->vocabSize()) {
+      std::cerr << "tfmc train: error: tokenizer '" << tokPath << "' has " << tok->vocabSize() << " pieces but the model's "
+                << key << " is " << metaInt(a, key, -1) << "\n";
+      return 1;
+    }
+  tfmdata::BatcherOptions options;
+  options.batchTokens = cl.getInt("batch-tokens", metaInt(a, "training.batch_tokens", 4096));
+  options.maxLen = metaInt(a, "model.max_len", 128);
+  options.seed = uint64_t(metaInt(a, "training.seed", 1));
+  auto build = [&](const std::string &split, tfmdata::Batcher &out) -> int {
+    tfmdata::ParallelCorpus corpus;
+    if (auto s = tfmdata::readParallel(dir, split, srcLang, tgtLang, corpus); !s.ok()) return fail("train", s);
+    std::vector<tfmdata::Example> examples(corpus.src.size());
+    for (size_t i = 0; i < examples.size(); ++i) {
+      if (auto s = tok->encode(corpus.src[i], examples[i].src); !s.ok()) return fail("train", s);
+      if (auto s = tok->encode(corpus.tgt[i], examples[i].tgt); !s.ok()) return fail("train", s);
+    }
+    if (auto s = tfmdata::Batcher::create(std::move(examples), options, out); !s.ok()) return fail("train", s);
+    std::printf("data %s/%s.{%s,%s}: %lld pairs in %lld batches of <= %lld tokens (%lld longer than max_len %lld "
+                "dropped)\n",
+                dir.c_str(), split.c_str(), srcLang.c_str(), tgtLang.c_str(), (long long)out.examples(),
+                (long long)out.batchesPerEpoch(), (long long)options.batchTokens, (long long)out.droppedTooLong(),
+                (long long)options.maxLen);
+    return 0;
+  };
+  if (int code = build("train", data.train)) return code;
+  const std::string validSplit = cl.get("valid-split", "val");
+  if (validSplit != "none") {
+    if (int code = build(validSplit, data.valid)) return code;
+    data.hasValid = true;
+  }
+  return 0;
+}
+
+// Token-weighted mean loss of the forward entry over every validation batch.
+double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt::Status &status) {
+  double total = 0, tokens = 0;
+  std::vector<tfmrt::Tensor> out;
+  for (int64_t i = 0; i < valid.batchesPerEpoch(); ++i) {
+    tfmdata::Batch b = valid.orderedBatch(i);
+    status = model.run("forward", {b.src, b.tgtIn, b.tgtOut}, out);
+    if (!status.ok()) return NAN;
+    total += double(out[1].data<float>()[0]) * double(b.tgtTokens);
+    tokens += double(b.tgtTokens);
+  }
+  return tokens > 0 ? total / tokens : NAN;
+}
+
+}  // namespace
+
+// `tfmc train`: compiled training steps (the train_step entry) on one batch (--inputs or the
+// built-in sample) or on a corpus (--data), with checkpoints and exact resume.
+int trainCommand(const CommandLine &cl) {
+  RunSettings rs;
+  if (!readRunSettings("train", cl, rs,
+                       {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every"}))
+    return 2;
+  if (cl.positionals.size() != 1) {
+    std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
+                 "--entries=forward,train_step)\n";
+    return 2;
+  }
+  if (cl.has("iters") || cl.has("entry")) {
+    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
+    return 2;
+  }
+  const bool corpus = cl.has("data");
+  if (corpus && (cl.has("inputs") || cl.has("batch") || cl.has("src-len") || cl.has("tgt-len"))) {
+    std::cerr << "tfmc train: error: --data batches the corpus itself; drop --inputs/--batch/--src-len/--tgt-len\n";
+    return 2;
+  }
+  rs.artifactPath = cl.positionals[0];
+  const std::string checkpoint = cl.get("checkpoint"), resume = cl.get("resume");
+  const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
+  if (!resume.empty() && (cl.has("first-step") || cl.has("weights"))) {
+    std::cerr << "tfmc train: error: --resume takes weights, optimizer state and the step from the checkpoint; "
+                 "drop --first-step / --weights\n";
+    return 2;
+  }
+  if (checkpointEvery < 0 || (checkpointEvery > 0 && checkpoint.empty())) {
+    std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> and N >= 1\n";
+    return 2;
+  }
+  const int64_t steps = cl.getInt("steps", 20);
+  int64_t firstStep = cl.getInt("first-step", 1);
+  const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
+  const int64_t evalEvery = cl.getInt("eval-every", 0);
+  if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
+    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1\n";
+    return 2;
+  }
+  std::unique_ptr<tfmrt::Model> model;
+  std::vector<tfmrt::Tensor> inputs;
+  if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
+  const tfmrt::Artifact &a = model->artifact();
+  bool hasTrainStep = false;
+  for (const auto &fn : a.functions) hasTrainStep |= fn.name == "train_step";
+  if (!hasTrainStep) {
+    std::cerr << "tfmc train: error: " << rs.artifactPath
+              << " has no train_step entry (compile it with --entries=forward,train_step)\n";
+    return 1;
+  }
+  DataSource data;
+  if (corpus)
+    if (int code = loadData(cl, a, data)) return code;
+  if (!resume.empty()) {
+    int64_t last = 0;
+    if (auto s = model->loadCheckpoint(resume, last); !s.ok()) return fail("train", s);
+    firstStep = last + 1;
+    std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
+  }
+  auto save = [&](int64_t step) {
+    if (auto s = model->saveCheckpoint(checkpoint, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
+    std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
+    return 0;
+  };
+  auto evaluate = [&](int64_t step) {
+    tfmrt::Status s;
+    const double loss = validationLoss(*model, data.valid, s);
+    if (!s.ok()) return fail("train", s);
+    std::printf("step %6lld  validation loss %.4f  perplexity %.2f\n", (long long)step, loss, std::exp(loss));
+    return 0;
+  };
+  if (corpus)
+    std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld\n", a.modelName.c_str(),
+                rs.kernels.c_str(), (long long)data.train.batchesPerEpoch(), (long long)firstStep,
+                (long long)(firstStep + steps - 1));
+  else
+    std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
+                rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
+                (long long)firstStep, (long long)(firstStep + steps - 1));
+  inputs.resize(3);
+  inputs.push_back(tfmrt::Tensor::i32({}, {0}));
+  std::vector<tfmrt::Tensor> outputs;
+  std::vector<double> millis;
+  double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
+  float firstLoss = NAN, loss = NAN;
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t step = firstStep + k;
+    if (corpus) {
+      // Step s uses batch (s - 1) mod n of epoch (s - 1) / n: a resumed run continues the order.
+      const int64_t n = data.train.batchesPerEpoch();
+      tfmdata::Batch b = data.train.batch((step - 1) / n, (step - 1) % n);
+      inputs[0] = std::move(b.src);
+      inputs[1] = std::move(b.tgtIn);
+      inputs[2] = std::move(b.tgtOut);
+    }
+    tokens += double(inputs[0].numel() + inputs[1].numel());
+    inputs[3].data<int32_t>()[0] = int32_t(step);
+    auto start = std::chrono::steady_clock::now();
+    if (auto s = model->run("train_step", inputs, outputs); !s.ok()) return fail("train", s);
+    millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    loss = outputs[0].data<float>()[0];
+    if (k == 0) firstLoss = loss;
+    if (!std::isfinite(loss)) {
+      std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
+      return 1;
+    }
+    if (k == 0 || (k + 1) % logEvery == 0 || k + 1 == steps)
+      std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
+                  std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
+    if (data.hasValid && evalEvery > 0 && (k + 1) % evalEvery == 0)
+      if (int code = evaluate(step)) return code;
+    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && (k + 1) % checkpointEvery == 0)))
+      if (int code = save(step)) return code;
+  }
+  std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
+  std::sort(steady.begin(), steady.end());
+  const double median = steady[steady.size() / 2];
+  double total = 0;
+  for (double ms : millis) total += ms;
+  std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s overall, load average %s\n",
+              firstLoss, loss, (long long)steps, median, tokens / (total / 1000.0), loadAverage().c_str());
+  if (data.hasValid && evalEvery <= 0)
+    if (int code = evaluate(firstStep + steps - 1)) return code;
+  if (rs.profile) printProfile(*model, millis.size(), "step");
+  if (!rs.saveWeights.empty()) {
+    if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
+    std::printf("wrote %s\n", rs.saveWeights.c_str());
+  }
+  return 0;
+}
+
+// `tfmc tokenizer --data <dir> --langs de,en [--split train] [--vocab N | --spec s.yaml] -o m`:
+// one SentencePiece model over both languages' sentences.
+int tokenizerCommand(const CommandLine &cl) {
+  auto unknown = cl.unknown({"data", "langs", "split", "vocab", "o", "seed"});
+  if (!unknown.empty()) {
+    std::cerr << "tfmc tokenizer: error: unknown option --" << unknown[0] << "\n";
+    return 2;
+  }
+  const std::string dir = cl.get("data"), out = cl.get("o");
+  if (dir.empty() || out.empty() || !cl.positionals.empty()) {
+    std::cerr << "tfmc tokenizer: error: usage: tfmc tokenizer --data <dir> --langs de,en [--split train] "
+                 "[--vocab 8000] -o <model>\n";
+    return 2;
+  }
+  std::vector<std::string> sentences, langs;
+  std::string list = cl.get("langs", "de,en");
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = std::min(list.find(','), list.size());
+    if (end > start) langs.push_back(list.substr(start, end - start));
+    list = end < list.size() ? list.substr(end + 1) : "";
+    if (list.empty()) break;
+  }
+  const std::string split = cl.get("split", "train");
+  for (const std::string &lang : langs) {
+    std::vector<std::string> lines;
+    if (auto s = tfmdata::readLines(dir + "/" + split + "." + lang + ".gz", lines); !s.ok()) return fail("tokenizer", s);
+    sentences.insert(sentences.end(), lines.begin(), lines.end());
+  }
+  tfmdata::TokenizerOptions options;
+  options.vocabSize = int(cl.getInt("vocab", 8000));
+  options.seed = uint64_t(cl.getInt("seed", 1));
+  std::unique_ptr<tfmdata::Tokenizer> tok;
+  auto start = std::chrono::steady_clock::now();
+  if (auto s = tfmdata::Tokenizer::train(sentences, options, out, tok); !s.ok()) return fail("tokenizer", s);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<int32_t> ids;
+  (void)tok->encode(sentences.front(), ids);
+  std::printf("tokenizer %s: %d pieces from %zu sentences (%s) in %.1f s; \"%s\" -> %zu pieces\n", out.c_str(),
+              tok->vocabSize(), sentences.size(), cl.get("langs", "de,en").c_str(), secs, sentences.front().c_str(),
+              ids.size());
+  return 0;
+}
+
+}  // namespace tfmc

@@ -1,0 +1,23 @@
+// Parallel text corpora for training and evaluation: one sentence per line, plain or gzip.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tfmrt/status.h"
+
+namespace tfmdata {
+
+// Reads every line of `path` (gzip-compressed or plain: zlib reads both), without the newline.
+tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines);
+
+struct ParallelCorpus {
+  std::vector<std::string> src, tgt;  // line i of both sides is a translation pair
+};
+
+// <dir>/<split>.<lang>.gz (or without .gz) for both languages, e.g. multi30k's train.de.gz and
+// train.en.gz. Unequal line counts are an error naming both files and counts.
+tfmrt::Status readParallel(const std::string &dir, const std::string &split, const std::string &srcLang,
+                           const std::string &tgtLang, ParallelCorpus &out);
+
+}  // namespace tfmdata

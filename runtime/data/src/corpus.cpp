@@ -1,0 +1,57 @@
+#include "tfmdata/corpus.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace tfmdata {
+
+tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
+  lines.clear();
+  std::string line;
+  char buf[1 << 16];
+  while (gzgets(f, buf, sizeof buf)) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      lines.push_back(std::move(line));
+      line.clear();
+    }
+  }
+  int err = 0;
+  const char *msg = gzerror(f, &err);
+  gzclose(f);
+  if (err != Z_OK && err != Z_STREAM_END)
+    return tfmrt::ioError("cannot read '" + path + "': " + (msg ? msg : "zlib error"));
+  if (!line.empty()) lines.push_back(std::move(line));  // last line without a newline
+  return tfmrt::Status::OK();
+}
+
+namespace {
+
+std::string findSide(const std::string &dir, const std::string &split, const std::string &lang) {
+  const std::string base = dir + "/" + split + "." + lang;
+  for (const std::string &p : {base + ".gz", base})
+    if (std::ifstream(p).good()) return p;
+  return base + ".gz";  // the error will name the expected file
+}
+
+}  // namespace
+
+tfmrt::Status readParallel(const std::string &dir, const std::string &split, const std::string &srcLang,
+                           const std::string &tgtLang, ParallelCorpus &out) {
+  const std::string srcPath = findSide(dir, split, srcLang), tgtPath = findSide(dir, split, tgtLang);
+  TFMRT_RETURN_IF_ERROR(readLines(srcPath, out.src));
+  TFMRT_RETURN_IF_ERROR(readLines(tgtPath, out.tgt));
+  if (out.src.size() != out.tgt.size())
+    return tfmrt::invalidArgument("'" + srcPath + "' has " + std::to_string(out.src.size()) + " lines but '" + tgtPath + "' has " +
+                             std::to_string(out.tgt.size()) + ": a parallel corpus needs one line per sentence pair");
+  return tfmrt::Status::OK();
+}
+
+}  // namespace tfmdata

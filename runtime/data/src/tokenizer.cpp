@@ -1,0 +1,93 @@
+#include "tfmdata/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <cstdio>
+#include <unordered_map>
+
+namespace tfmdata {
+namespace {
+
+tfmrt::Status fromSp(const sentencepiece::util::Status &s, const std::string &what) {
+  if (s.ok()) return tfmrt::Status::OK();
+  return tfmrt::invalidArgument(what + ": " + s.ToString());
+}
+
+class VectorIterator final : public sentencepiece::SentenceIterator {
+public:
+  explicit VectorIterator(const std::vector<std::string> &v) : v_(v) {}
+  bool done() const override { return i_ >= v_.size(); }
+  void Next() override { ++i_; }
+  const std::string &value() const override { return v_[i_]; }
+  sentencepiece::util::Status status() const override { return sentencepiece::util::Status(); }
+
+private:
+  const std::vector<std::string> &v_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+Tokenizer::~Tokenizer() = default;
+
+tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer> &out) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  TFMRT_RETURN_IF_ERROR(fromSp(t->sp_->Load(path), "cannot load tokenizer '" + path + "'"));
+  if (t->sp_->pad_id() != 0 || t->sp_->bos_id() != 1 || t->sp_->eos_id() != 2 || t->sp_->unk_id() != 3)
+    return tfmrt::invalidArgument("tokenizer '" + path + "' has pad/bos/eos/unk ids " +
+                                  std::to_string(t->sp_->pad_id()) + "/" + std::to_string(t->sp_->bos_id()) + "/" +
+                                  std::to_string(t->sp_->eos_id()) + "/" + std::to_string(t->sp_->unk_id()) +
+                                  ", the models expect 0/1/2/3");
+  out = std::move(t);
+  return tfmrt::Status::OK();
+}
+
+tfmrt::Status Tokenizer::train(const std::vector<std::string> &sentences, const TokenizerOptions &options,
+                               const std::string &path, std::unique_ptr<Tokenizer> &out) {
+  if (sentences.empty()) return tfmrt::invalidArgument("cannot train a tokenizer on no sentences");
+  const std::unordered_map<std::string, std::string> args{
+      {"vocab_size", std::to_string(options.vocabSize)},
+      {"model_type", "unigram"},
+      {"character_coverage", "1.0"},
+      {"pad_id", "0"},
+      {"bos_id", "1"},
+      {"eos_id", "2"},
+      {"unk_id", "3"},
+      {"input_sentence_size", std::to_string(options.maxSentences)},
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", "2"},
+      {"minloglevel", "2"},
+  };
+  VectorIterator it(sentences);
+  std::string proto;
+  TFMRT_RETURN_IF_ERROR(fromSp(sentencepiece::SentencePieceTrainer::Train(args, &it, &proto), "tokenizer training failed"));
+  // Write atomically: a partial model file must never be left behind.
+  const std::string tmp = path + ".tmp";
+  std::FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return tfmrt::ioError("cannot write tokenizer '" + path + "'");
+  const bool ok = std::fwrite(proto.data(), 1, proto.size(), f) == proto.size();
+  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return tfmrt::ioError("cannot write tokenizer '" + path + "'");
+  }
+  return load(path, out);
+}
+
+tfmrt::Status Tokenizer::encode(const std::string &text, std::vector<int32_t> &ids) const {
+  std::vector<int> raw;
+  TFMRT_RETURN_IF_ERROR(fromSp(sp_->Encode(text, &raw), "cannot tokenize"));
+  ids.assign(raw.begin(), raw.end());
+  return tfmrt::Status::OK();
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
+  std::string text;
+  (void)sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &text);
+  return text;
+}
+
+int Tokenizer::vocabSize() const { return sp_->GetPieceSize(); }
+
+}  // namespace tfmdata
