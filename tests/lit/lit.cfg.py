@@ -16,3 +16,5 @@ config.substitutions.append(("%models", os.path.join(config.tfmc_source_dir, "mo
 # The interpreter running lit (standard library only in tests).
 import sys
 config.substitutions.append(("%python", sys.executable))
+# The Multi30k corpus, beside the source tree (../shared), as CI provides it.
+config.substitutions.append(("%multi30k", os.path.normpath(os.path.join(config.tfmc_source_dir, "..", "shared", "data", "multi30k"))))
