@@ -122,7 +122,8 @@ int trainCommand(const CommandLine &cl) {
   const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
   const int64_t evalEvery = cl.getInt("eval-every", 0);
   if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
-    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1\n";
+    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1 (and the last step at most " << INT32_MAX
+              << ")\n";
     return 2;
   }
   std::unique_ptr<tfmrt::Model> model;
@@ -139,10 +140,23 @@ int trainCommand(const CommandLine &cl) {
   DataSource data;
   if (corpus)
     if (int code = loadData(cl, a, data)) return code;
+  if (data.hasValid) {
+    bool hasForward = false;
+    for (const auto &fn : a.functions) hasForward |= fn.name == "forward";
+    if (!hasForward) {
+      std::cerr << "tfmc train: error: validation needs the forward entry (compile with --entries=forward,train_step) "
+                   "or pass --valid-split none\n";
+      return 1;
+    }
+  }
   if (!resume.empty()) {
     int64_t last = 0;
     if (auto s = model->loadCheckpoint(resume, last); !s.ok()) return fail("train", s);
     firstStep = last + 1;
+    if (firstStep + steps - 1 > INT32_MAX) {
+      std::cerr << "tfmc train: error: steps past " << INT32_MAX << " are not supported\n";
+      return 2;
+    }
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
   }
   auto save = [&](int64_t step) {
@@ -154,7 +168,8 @@ int trainCommand(const CommandLine &cl) {
     tfmrt::Status s;
     const double loss = validationLoss(*model, data.valid, s);
     if (!s.ok()) return fail("train", s);
-    std::printf("step %6lld  validation loss %.4f  perplexity %.2f\n", (long long)step, loss, std::exp(loss));
+    std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)\n", (long long)step, loss);
+    std::fflush(stdout);
     return 0;
   };
   if (corpus)
@@ -192,12 +207,16 @@ int trainCommand(const CommandLine &cl) {
       std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
       return 1;
     }
-    if (k == 0 || (k + 1) % logEvery == 0 || k + 1 == steps)
+    // Schedules count absolute steps, so a resumed run logs, evaluates and saves where an
+    // uninterrupted one would.
+    if (k == 0 || step % logEvery == 0 || k + 1 == steps) {
       std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
                   std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
-    if (data.hasValid && evalEvery > 0 && (k + 1) % evalEvery == 0)
+      std::fflush(stdout);  // progress shows up when the output goes to a file or a pipe
+    }
+    if (data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
-    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && (k + 1) % checkpointEvery == 0)))
+    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && step % checkpointEvery == 0)))
       if (int code = save(step)) return code;
   }
   std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
@@ -217,10 +236,10 @@ int trainCommand(const CommandLine &cl) {
   return 0;
 }
 
-// `tfmc tokenizer --data <dir> --langs de,en [--split train] [--vocab N | --spec s.yaml] -o m`:
+// `tfmc tokenizer --data <dir> --langs de,en [--split train] [--vocab N] -o m`:
 // one SentencePiece model over both languages' sentences.
 int tokenizerCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"data", "langs", "split", "vocab", "o", "seed"});
+  auto unknown = cl.unknown({"data", "langs", "split", "vocab", "o"});
   if (!unknown.empty()) {
     std::cerr << "tfmc tokenizer: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -247,7 +266,6 @@ int tokenizerCommand(const CommandLine &cl) {
   }
   tfmdata::TokenizerOptions options;
   options.vocabSize = int(cl.getInt("vocab", 8000));
-  options.seed = uint64_t(cl.getInt("seed", 1));
   std::unique_ptr<tfmdata::Tokenizer> tok;
   auto start = std::chrono::steady_clock::now();
   if (auto s = tfmdata::Tokenizer::train(sentences, options, out, tok); !s.ok()) return fail("tokenizer", s);

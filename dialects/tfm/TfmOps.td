@@ -413,7 +413,8 @@ def Tfm_AdamUpdateOp : Tfm_Op<"adam_update", [MemoryEffects<[MemWrite]>]> {
     (>= 1, the step being taken). PyTorch's bias-corrected Adam without weight decay:
       m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
       param -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + epsilon).
-    The moments m and v (zeros when weights are set) are runtime state of the parameter. The
+    The moments m and v are runtime state of the parameter: zeros when weights are set, saved
+    and restored with training checkpoints. The
     parameter is written after every other use of it in the function (the pass puts all updates
     just before the return). The result, sum(grad^2), gives the global gradient norm.
   }];

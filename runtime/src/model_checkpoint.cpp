@@ -1,5 +1,7 @@
 // Training checkpoints: Model::saveCheckpoint / loadCheckpoint.
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "crc32.h"
@@ -28,6 +30,31 @@ uint32_t tensorsCrc(const TensorRefList &refs) {
   return crc;
 }
 
+// What must match for a checkpoint to continue a run: parameter names and shapes, and the
+// model and training hyper-parameters the compiler recorded (architecture, dropout, optimizer,
+// schedule, seed). Shapes alone would accept e.g. relu weights into a gelu model.
+std::string modelFingerprint(const Artifact &a) {
+  uint32_t crc = 0;
+  auto add = [&](const std::string &text) {
+    crc = crc32(reinterpret_cast<const uint8_t *>(text.data()), text.size() + 1, crc);  // with the NUL
+  };
+  for (const ParamInfo &p : a.params) {
+    add(p.name);
+    crc = crc32(reinterpret_cast<const uint8_t *>(p.shape.data()), p.shape.size() * sizeof(int64_t), crc);
+  }
+  for (const auto &[key, value] : a.metadata)
+    if (key.rfind("model.", 0) == 0 || key.rfind("training.", 0) == 0) add(key + "=" + value);
+  return std::to_string(crc);
+}
+
+// The checksum also covers the step and the fingerprint: an edited header is caught too.
+std::string checksum(const TensorRefList &refs, const std::string &step, const std::string &fingerprint) {
+  uint32_t crc = tensorsCrc(refs);
+  crc = crc32(reinterpret_cast<const uint8_t *>(step.data()), step.size(), crc);
+  crc = crc32(reinterpret_cast<const uint8_t *>(fingerprint.data()), fingerprint.size(), crc);
+  return std::to_string(crc);
+}
+
 TensorRefList sortedRefs(const TensorMap &tensors) {
   TensorRefList refs;
   for (const auto &[name, t] : tensors) refs.emplace_back(name, &t);
@@ -52,7 +79,8 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
     metadata["version"] = kVersion;
     metadata["tfmc_model"] = a.modelName;
     metadata["step"] = std::to_string(step);
-    metadata["crc32"] = std::to_string(tensorsCrc(refs));
+    metadata["model_fingerprint"] = modelFingerprint(a);
+    metadata["crc32"] = checksum(refs, metadata["step"], metadata["model_fingerprint"]);
     std::vector<uint8_t> bytes;
     TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
     return writeFileBytes(path, "checkpoint", bytes.data(), bytes.size());
@@ -77,12 +105,17 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
       return refuse(cat("version '", field("version"), "' is not supported (this tfmc reads version ", kVersion, ")"));
     if (field("tfmc_model") != impl_->artifact.modelName)
       return refuse(cat("was saved from model '", field("tfmc_model"), "', this is '", impl_->artifact.modelName, "'"));
-    if (field("crc32") != std::to_string(tensorsCrc(sortedRefs(tensors))))
+    if (field("crc32") != checksum(sortedRefs(tensors), field("step"), field("model_fingerprint")))
       return refuse("checksum mismatch: the file is corrupt");
+    if (field("model_fingerprint") != modelFingerprint(impl_->artifact))
+      return refuse(cat("was saved from a model '", impl_->artifact.modelName,
+                        "' with other parameters or hyper-parameters (model./training. settings of the spec)"));
     char *end = nullptr;
     const std::string stepText = field("step");
+    errno = 0;
     const long long parsed = std::strtoll(stepText.c_str(), &end, 10);
-    if (stepText.empty() || *end || parsed < 0) return refuse(cat("bad step '", stepText, "'"));
+    if (stepText.empty() || *end || errno == ERANGE || parsed < 0 || parsed >= INT32_MAX)
+      return refuse(cat("bad step '", stepText, "'"));
 
     // Weights and state go in together: take both apart first, so an error changes nothing.
     std::map<std::string, Tensor> weights, state;

@@ -28,7 +28,8 @@ struct IdCheck {
 
 // Everything that depends on one set of input shapes: value shapes and buffer offsets.
 struct ShapePlan {
-  std::vector<Shape> inputShapes;  // the cache key
+  std::vector<Shape> inputShapes;  // the cache key, with `threads`
+  int threads = 0;                 // OpenMP threads kernel scratch was sized for
   std::vector<Shape> shapes;       // per value id
   std::vector<size_t> offsets;     // per value id (run-time intermediates)
   size_t arenaBytes = 0;           // intermediates, then kernel scratch (in EntryState::arena)

@@ -63,8 +63,9 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
 
   // The plan for these input shapes: cached, else built (shape inference + buffer planning).
   ShapePlan *plan = nullptr;
+  const int threads = omp_get_max_threads();  // inside run()'s OmpThreadsScope: the run's count
   for (auto &p : state->plans) {
-    bool same = true;
+    bool same = p->threads == threads;
     for (size_t i = 0; i < inputs.size() && same; ++i) same = p->inputShapes[i] == inputs[i].shape;
     if (same) {
       plan = p.get();
@@ -109,6 +110,31 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
   }
   for (size_t p = 0; p < inputs.size(); ++p) state->data[fn.inputs[p]] = const_cast<void *>(inputs[p].rawData());
 
+  // A training step writes parameters in place (tfm.adam_update): whatever happens below, the
+  // weight-derived values (merged projection weights) and packed copies of every entry are
+  // refreshed before run() returns, so no later call mixes new and stale weights. (A step that
+  // fails midway may have updated some parameters: the caller should restore a checkpoint.)
+  struct RefreshAfterUpdate {
+    Model::Impl &impl;
+    bool active;
+    ~RefreshAfterUpdate() {  // an exception escaped a kernel: refresh anyway, best effort
+      try {
+        (void)finish();
+      } catch (...) {
+      }
+    }
+    Status finish() {
+      if (!active) return Status::OK();
+      active = false;
+      ++impl.weightsVersion;
+      return impl.evaluateWeightDerived();
+    }
+  } refresh{*this, state->mutatesWeights};
+  auto fail = [&](Status s) {
+    Status r = refresh.finish();
+    return s.ok() ? r : s;
+  };
+
   const bool profiling = options.profile;
   for (size_t i : state->runNodes) {
     const Node &node = fn.nodes[i];
@@ -132,15 +158,10 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
       entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     if (!s.ok())
-      return Status(s.code(), cat(entryStr(fn), ": ", nodeStr(i, node), " [", state->kernels[i]->name(), "]: ", s.message()));
+      return fail(Status(s.code(), cat(entryStr(fn), ": ", nodeStr(i, node), " [", state->kernels[i]->name(), "]: ",
+                                       s.message())));
   }
-
-  if (state->mutatesWeights) {
-    // The parameters changed: weight-derived values (merged projection weights) and packed
-    // copies are stale in every entry.
-    ++weightsVersion;
-    TFMRT_RETURN_IF_ERROR(evaluateWeightDerived());
-  }
+  TFMRT_RETURN_IF_ERROR(refresh.finish());
 
   outputs.resize(fn.outputs.size());
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
@@ -167,6 +188,7 @@ Status Model::Impl::buildShapePlan(EntryState &state, const std::vector<Tensor> 
   plan.offsets = std::move(mp.offsets);
   // Kernel scratch: the largest need of any node, after the intermediates (nodes run one at a time).
   const int threads = omp_get_max_threads();  // inside run()'s OmpThreadsScope: the run's count
+  plan.threads = threads;
   std::vector<const Shape *> operandShapes;
   for (size_t i : state.runNodes) {
     operandShapes.clear();

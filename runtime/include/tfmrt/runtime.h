@@ -44,7 +44,8 @@ struct KernelProfile {
 
 // What run() would allocate for given input shapes: intermediates share one arena by liveness.
 struct MemoryPlanSummary {
-  int64_t arena_bytes = 0;               // peak activation memory: the arena run() allocates
+  int64_t arena_bytes = 0;               // peak activation memory of these shapes (the entry's
+                                         // arena is the largest such plan seen so far)
   int64_t total_intermediate_bytes = 0;  // sum of all intermediate buffers (no reuse)
   int64_t num_buffers = 0;               // intermediates placed in the arena
   // Kernel scratch (e.g. flash attention's per-thread tiles) for the run's thread count, allocated

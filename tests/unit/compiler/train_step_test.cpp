@@ -201,6 +201,10 @@ TEST(TrainCheckpoint, BadFilesAreRefusedAndChangeNothing) {
   };
   std::string flipped = bytes;
   flipped[flipped.size() - 100] ^= 0x10;  // one bit of a tensor value
+  std::string edited = bytes;             // the header's step, still valid JSON of the same length
+  const size_t at = edited.find("\"step\":\"2\"");
+  ASSERT_NE(at, std::string::npos);
+  edited[at + 8] = '7';
   int64_t step = 77;
   auto other = compileAndLoad("tiny-prenorm", tfmrt::KernelBackend::Dnnl, "all", false, true);
   ASSERT_TRUE(other);
@@ -210,6 +214,7 @@ TEST(TrainCheckpoint, BadFilesAreRefusedAndChangeNothing) {
     const char *error;
   } cases[] = {
       {write("tfmc_ckpt_flipped.safetensors", flipped), model.get(), "checksum mismatch: the file is corrupt"},
+      {write("tfmc_ckpt_edited.safetensors", edited), model.get(), "checksum mismatch: the file is corrupt"},
       {write("tfmc_ckpt_truncated.safetensors", bytes.substr(0, bytes.size() / 2)), model.get(), "safetensors"},
       {weights, model.get(), "not a tfmc checkpoint"},
       {good, other.get(), "was saved from model 'tiny', this is 'tiny-prenorm'"},

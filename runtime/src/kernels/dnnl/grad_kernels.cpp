@@ -97,17 +97,20 @@ public:
       addRowsInto(dy, rows, n, out);
       return Status::OK();
     }
-    // One partial row per thread in the caller's scratch, then a serial merge.
+    // One partial row per thread of the team actually granted (it may be smaller than asked
+    // for: nested regions, OMP_DYNAMIC, thread limits) in the caller's scratch, then a merge.
     float *partial = static_cast<float *>(a.scratch);
+    int team = 1;
 #pragma omp parallel num_threads(threads)
     {
       const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      if (t == 0) team = int(nt);
       const int64_t begin = rows * t / nt, end = rows * (t + 1) / nt;
       float *acc = partial + t * n;
       std::memset(acc, 0, size_t(n) * sizeof(float));
       addRowsInto(dy + begin * n, end - begin, n, acc);
     }
-    addRowsInto(partial, threads, n, out);
+    addRowsInto(partial, team, n, out);
     return Status::OK();
   }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {

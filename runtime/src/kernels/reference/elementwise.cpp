@@ -88,7 +88,6 @@ public:
   }
 };
 
-// Inference entry functions: dropout is the identity (the training issue adds the RNG).
 // Without a step: the identity (inference). With one: the counter-based mask, element by element.
 class DropoutKernel final : public dropout::KernelBase {
 public:
@@ -104,8 +103,9 @@ public:
     uint64_t key;
     TFMRT_RETURN_IF_ERROR(keyOf(a, key));
     const uint32_t threshold = dropout::dropThreshold(rate_);
-    const double scale = 1.0 / (1.0 - rate_);
-    for (int64_t i = 0; i < n; ++i) y[i] = dropout::kept(key, uint64_t(i), threshold) ? float(x[i] * scale) : 0.0f;
+    // The scale rounded to float, as the fast kernel does: both backends give identical bits.
+    const float scale = float(1.0 / (1.0 - rate_));
+    for (int64_t i = 0; i < n; ++i) y[i] = dropout::kept(key, uint64_t(i), threshold) ? x[i] * scale : 0.0f;
     return Status::OK();
   }
 };
