@@ -63,7 +63,7 @@ std::string PipelineOptions::describe() const {
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
-  auto module = importModelSpec(spec, ctx, ImportOptions{options.gradients, options.trainStep});
+  auto module = importModelSpec(spec, ctx, ImportOptions{options.gradients, options.trainStep, options.translate});
   if (options.verifyEach && failed(mlir::verify(*module))) {
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;

@@ -33,6 +33,7 @@ public:
     buildEntry("forward", Entry::Forward);
     if (options.gradients) buildEntry("gradients", Entry::Gradients);
     if (options.trainStep) buildEntry("train_step", Entry::TrainStep);
+    if (options.translate) buildTranslationEntries();
     return module;
   }
 
@@ -173,6 +174,87 @@ private:
     return m_.tie_src_tgt_embeddings ? "shared_embedding.weight" : "decoder.embed_tokens.weight";
   }
 
+  Value keepMask(Value ids) {
+    auto maskType = RankedTensorType::get({kDyn, kDyn}, b_.getI1Type());
+    return b_.create<tfm::PaddingMaskOp>(loc_, maskType, ids, b_.getI64IntegerAttr(m_.pad_id));
+  }
+
+  // The sinusoidal table (one op per function), or null for learned positions.
+  Value sinusoid() {
+    if (m_.positions != PositionKind::Sinusoidal) return Value();
+    if (!sinusoid_ || sinusoid_.getParentBlock() != b_.getInsertionBlock())
+      sinusoid_ = b_.create<tfm::PositionTableOp>(loc_, f32Type({m_.max_len, m_.d_model}), m_.max_len, m_.d_model);
+    return sinusoid_;
+  }
+
+  Value encoder(Value src, Value srcKeep) {
+    Scope scope(*this, "encoder");
+    Value x = embed(src, srcTableName(), m_.src_vocab_size, sinusoid(), "encoder.embed_positions.weight");
+    for (int64_t i = 0; i < m_.encoder_layers; ++i) {
+      Scope layer(*this, "encoder.layers." + std::to_string(i));
+      x = residualBlock(x, "self_attn_norm", "self_attn",
+                        [&](Value in) { return attention(in, in, srcKeep, false, "self_attn"); });
+      x = residualBlock(x, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
+    }
+    if (m_.norm == NormPlacement::Pre) x = layerNorm(x, "final_norm");
+    return x;
+  }
+
+  Value decoder(Value tgtIn, Value tgtKeep, Value memory, Value srcKeep) {
+    Scope scope(*this, "decoder");
+    Value y = embed(tgtIn, tgtTableName(), m_.tgt_vocab_size, sinusoid(), "decoder.embed_positions.weight");
+    for (int64_t i = 0; i < m_.decoder_layers; ++i) {
+      Scope layer(*this, "decoder.layers." + std::to_string(i));
+      y = residualBlock(y, "self_attn_norm", "self_attn",
+                        [&](Value in) { return attention(in, in, tgtKeep, true, "self_attn"); });
+      y = residualBlock(y, "cross_attn_norm", "cross_attn",
+                        [&](Value in) { return attention(in, memory, srcKeep, false, "cross_attn"); });
+      y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
+    }
+    if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
+    return y;
+  }
+
+  // Logits over the target vocabulary (no bias; the tied table when configured).
+  Value outputProjection(Value y) {
+    Scope scope(*this, "output_projection");
+    std::string outName = m_.tie_output_projection ? tgtTableName() : std::string("output_projection.weight");
+    Value wOut = param(outName, {m_.tgt_vocab_size, m_.d_model});
+    return b_.create<tfm::MatmulOp>(loc_, f32Type({kDyn, kDyn, m_.tgt_vocab_size}), y, wOut, b_.getBoolAttr(true));
+  }
+
+  // Translation: `encode(src) -> memory [B, S, D]` once per batch, then `decode(src, memory,
+  // tgt_in) -> logits [B, T, V]` per output token (the search reads the last position). Both are
+  // inference-mode; decode recomputes the decoder over the prefix (a K/V cache comes later).
+  void buildTranslationEntries() {
+    auto memoryType = hiddenType();
+    {
+      auto fn = b_.create<func::FuncOp>(specLoc_, "encode", b_.getFunctionType({idsType()}, {memoryType}));
+      fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
+      fn.setArgAttr(0, "tfm.name", b_.getStringAttr("src"));
+      fn.setResultAttr(0, "tfm.name", b_.getStringAttr("memory"));
+      Block *entry = fn.addEntryBlock();
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPointToStart(entry);
+      Value src = entry->getArgument(0);
+      b_.create<func::ReturnOp>(loc_, ValueRange{encoder(src, keepMask(src))});
+    }
+    auto fn = b_.create<func::FuncOp>(
+        specLoc_, "decode",
+        b_.getFunctionType({idsType(), memoryType, idsType()}, {f32Type({kDyn, kDyn, m_.tgt_vocab_size})}));
+    fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
+    fn.setArgAttr(0, "tfm.name", b_.getStringAttr("src"));
+    fn.setArgAttr(1, "tfm.name", b_.getStringAttr("memory"));
+    fn.setArgAttr(2, "tfm.name", b_.getStringAttr("tgt_in"));
+    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
+    Block *entry = fn.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(entry);
+    Value src = entry->getArgument(0), memory = entry->getArgument(1), tgtIn = entry->getArgument(2);
+    Value y = decoder(tgtIn, keepMask(tgtIn), memory, keepMask(src));
+    b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y)});
+  }
+
   enum class Entry { Forward, Gradients, TrainStep };
 
   // `forward`: (src, tgt_in, tgt_out) -> (logits, loss). `gradients`: the same graph returning
@@ -219,58 +301,16 @@ private:
     Value src = entry->getArgument(0), tgtIn = entry->getArgument(1),
           tgtOut = entry->getArgument(2);
 
-    auto maskType = RankedTensorType::get({kDyn, kDyn}, b_.getI1Type());
-    auto pad = b_.getI64IntegerAttr(m_.pad_id);
-    Value srcKeep = b_.create<tfm::PaddingMaskOp>(loc_, maskType, src, pad);
-    Value tgtKeep = b_.create<tfm::PaddingMaskOp>(loc_, maskType, tgtIn, pad);
-
-    Value sinusoid;
-    if (m_.positions == PositionKind::Sinusoidal)
-      sinusoid = b_.create<tfm::PositionTableOp>(loc_, f32Type({m_.max_len, m_.d_model}),
-                                                 m_.max_len, m_.d_model);
-
-    // Encoder.
-    Value x;
-    {
-      Scope scope(*this, "encoder");
-      x = embed(src, srcTableName(), m_.src_vocab_size, sinusoid,
-                "encoder.embed_positions.weight");
-      for (int64_t i = 0; i < m_.encoder_layers; ++i) {
-        Scope layer(*this, "encoder.layers." + std::to_string(i));
-        x = residualBlock(x, "self_attn_norm", "self_attn",
-                          [&](Value in) { return attention(in, in, srcKeep, false, "self_attn"); });
-        x = residualBlock(x, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
-      }
-      if (m_.norm == NormPlacement::Pre) x = layerNorm(x, "final_norm");
-    }
-    Value memory = x;
-
-    // Decoder.
-    Value y;
-    {
-      Scope scope(*this, "decoder");
-      y = embed(tgtIn, tgtTableName(), m_.tgt_vocab_size, sinusoid,
-                "decoder.embed_positions.weight");
-      for (int64_t i = 0; i < m_.decoder_layers; ++i) {
-        Scope layer(*this, "decoder.layers." + std::to_string(i));
-        y = residualBlock(y, "self_attn_norm", "self_attn",
-                          [&](Value in) { return attention(in, in, tgtKeep, true, "self_attn"); });
-        y = residualBlock(y, "cross_attn_norm", "cross_attn", [&](Value in) {
-          return attention(in, memory, srcKeep, false, "cross_attn");
-        });
-        y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
-      }
-      if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
-    }
+    Value srcKeep = keepMask(src), tgtKeep = keepMask(tgtIn);
+    Value memory = encoder(src, srcKeep);
+    Value y = decoder(tgtIn, tgtKeep, memory, srcKeep);
 
     // Output projection (no bias) and loss.
+    Value logits = outputProjection(y);
     Scope scope(*this, "output_projection");
-    std::string outName =
-        m_.tie_output_projection ? tgtTableName() : std::string("output_projection.weight");
-    Value wOut = param(outName, {m_.tgt_vocab_size, m_.d_model});
-    Value logits = b_.create<tfm::MatmulOp>(loc_, logitsType, y, wOut, b_.getBoolAttr(true));
-    Value loss = b_.create<tfm::LabelSmoothedXentOp>(
-        loc_, lossType, logits, tgtOut, b_.getF64FloatAttr(spec_.training.label_smoothing), pad);
+    Value loss = b_.create<tfm::LabelSmoothedXentOp>(loc_, lossType, logits, tgtOut,
+                                                     b_.getF64FloatAttr(spec_.training.label_smoothing),
+                                                     b_.getI64IntegerAttr(m_.pad_id));
     if (gradients) b_.create<func::ReturnOp>(loc_, ValueRange{loss});
     else b_.create<func::ReturnOp>(loc_, ValueRange{logits, loss});
   }
@@ -283,6 +323,7 @@ private:
   Location loc_ = UnknownLoc::get(b_.getContext());
   std::string scope_;
   Value trainStep_;  // the step argument while building a training entry (dropout masks)
+  Value sinusoid_;   // the position table of the function being built
 };
 
 }  // namespace

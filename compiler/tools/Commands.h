@@ -24,6 +24,7 @@ int compileCommand(const CommandLine &cl);
 int runCommand(const CommandLine &cl);
 int trainCommand(const CommandLine &cl);
 int tokenizerCommand(const CommandLine &cl);
+int translateCommand(const CommandLine &cl);
 int demoCommand(const CommandLine &cl);
 int inspectCommand(const CommandLine &cl);
 int benchCommand(const CommandLine &cl);

@@ -82,6 +82,8 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
     std::vector<std::vector<int64_t>> shapes{{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}};
     if (fn.inputs.size() == 4) shapes.push_back({});  // train_step's step
+    if (fn.name == "encode") shapes = {{c.batch, c.src_len}};
+    if (fn.name == "decode") shapes = {{c.batch, c.src_len}, {c.batch, c.src_len, spec.model.d_model}, {c.batch, c.tgt_len}};
     p.status = tfmrt::planArtifactMemory(artifact, fn.name, shapes, p.memory);
     plans.push_back(std::move(p));
   }
@@ -135,9 +137,11 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
       options.gradients = true;
     } else if (name == "train_step") {
       options.trainStep = true;
+    } else if (name == "translate") {
+      options.translate = true;
     } else if (name != "forward") {
       std::cerr << "tfmc " << cmd << ": error: --entries: unknown entry '" << name
-                << "' (expected a comma list of forward, gradients, train_step)\n";
+                << "' (expected a comma list of forward, gradients, train_step, translate)\n";
       return false;
     }
     start = end + 1;

@@ -83,6 +83,12 @@ commands:
       --save-weights writes the trained weights. --checkpoint writes weights, Adam
       moments and the step (every N steps and at the end; atomic, checksummed); --resume
       continues from one exactly where it stopped.
+  translate <model.tfmx> (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model
+      (--input file|- [--reference file] | --data <dir> [--split test_2016_flickr] [--src de --tgt en])
+      [--beam K] [--length-penalty A] [--batch N] [--output file] [--max-sentences N]
+      Translate with beam search (--beam 1: greedy; defaults from the spec's decoding:) over the
+      encode/decode entries (compile with --entries=forward,translate); with references, print
+      corpus BLEU (13a tokenization, as sacreBLEU's default).
   tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
       Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
       model specs expect); --vocab must equal the spec's vocabulary sizes.
@@ -131,6 +137,7 @@ int main(int argc, char **argv) {
   if (command == "run") return tfmc::runCommand(cl);
   if (command == "train") return tfmc::trainCommand(cl);
   if (command == "tokenizer") return tfmc::tokenizerCommand(cl);
+  if (command == "translate") return tfmc::translateCommand(cl);
   if (command == "demo") return tfmc::demoCommand(cl);
   if (command == "inspect") return tfmc::inspectCommand(cl);
   if (command == "bench") return tfmc::benchCommand(cl);

@@ -123,6 +123,9 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     std::map<std::string, Tensor> previousState;  // to roll back on error
     for (EntryState &e : impl_->entries)
       for (auto &k : e.kernels) TFMRT_RETURN_IF_ERROR(k->saveState(previousState));
+    // A model without training state (compiled without train_step: translation, evaluation)
+    // takes the weights only.
+    if (previousState.empty()) state.clear();
     if (previousState.size() != state.size())
       return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", previousState.size()));
     const bool hadWeights = impl_->hasWeights;

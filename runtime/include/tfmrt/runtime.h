@@ -92,7 +92,8 @@ public:
   // Training checkpoints: weights + training state (Adam moments) + `step` (the last step taken)
   // + caller metadata, in one safetensors file written atomically (temporary file + rename).
   // The file carries a format tag, a version and a CRC-32 of every tensor's bytes; loading checks
-  // them, the model name and every tensor, and changes nothing on any error.
+  // them, the model name and every tensor, and changes nothing on any error. A model without
+  // training state (no train_step entry) loads the weights only.
   Status saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta = {}) const;
   Status loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta = nullptr);
   bool hasWeights() const;

@@ -27,7 +27,7 @@ std::vector<GoldenCase> allGoldenCases() {
 }
 
 std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
-                                             const char *fusion, bool gradients, bool trainStep) {
+                                             const char *fusion, bool gradients, bool trainStep, bool translate) {
   tfmc::ModelSpec parsed;
   std::vector<tfmc::SpecDiagnostic> diags;
   const std::string path = kSource + "/models/" + spec + ".yaml";
@@ -43,6 +43,7 @@ std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::Ker
   }
   pipeline.gradients = gradients;
   pipeline.trainStep = trainStep;
+  pipeline.translate = translate;
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
   if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {

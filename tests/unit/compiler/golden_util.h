@@ -31,7 +31,8 @@ std::vector<GoldenCase> allGoldenCases();
 // models/<spec>.yaml compiled with --fusion=<fusion> (and the gradients / train_step entries if asked), loaded
 // on `backend`. Null (with a test failure recorded) if any step fails.
 std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
-                                             const char *fusion, bool gradients = false, bool trainStep = false);
+                                             const char *fusion, bool gradients = false, bool trainStep = false,
+                                             bool translate = false);
 
 // |actual - expected| <= rtol * |expected| + atol elementwise.
 void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol, double atol,

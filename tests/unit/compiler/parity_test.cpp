@@ -81,6 +81,24 @@ TEST_P(ParityTest, PaddedRowMatchesRowRunAlone) {
   }
 }
 
+// The translation entries compute the same function: encode once, then decode over the whole
+// target prefix gives the golden logits (every position, padded rows included).
+TEST_P(ParityTest, EncodeThenDecodeMatchesPyTorchReference) {
+  const GoldenCase &c = GetParam();
+  auto model = compileAndLoad(c.spec, c.backend, c.fusion, false, false, /*translate=*/true);
+  ASSERT_TRUE(model);
+  const std::string golden = kSource + "/tests/golden/" + c.spec;
+  ASSERT_TRUE(model->loadWeights(golden + ".weights.safetensors").ok());
+  std::map<std::string, tfmrt::Tensor> io;
+  ASSERT_TRUE(tfmrt::readSafetensors(golden + ".io.safetensors", io).ok());
+  std::vector<tfmrt::Tensor> memory, logits;
+  tfmrt::Status s = model->run("encode", {io.at("src")}, memory);
+  ASSERT_TRUE(s.ok()) << s.message();
+  s = model->run("decode", {io.at("src"), memory[0], io.at("tgt_in")}, logits);
+  ASSERT_TRUE(s.ok()) << s.message();
+  expectClose(logits[0], io.at("logits"), 1e-4, 1e-5, "logits");
+}
+
 INSTANTIATE_TEST_SUITE_P(Golden, ParityTest, testing::ValuesIn(tfmc::test::allGoldenCases()),
                          tfmc::test::goldenCaseName);
 

@@ -2,6 +2,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -161,6 +162,51 @@ TEST(Batcher, NothingFitsIsAnError) {
   tfmrt::Status s = tfmdata::Batcher::create(syntheticExamples(10), o, b);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("no sentence pair fits max_len 1"), std::string::npos) << s.message();
+}
+
+}  // namespace
+
+// --- BLEU --------------------------------------------------------------------------------------
+
+#include "tfmdata/bleu.h"
+
+namespace {
+
+TEST(Bleu, Tokenize13a) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(tfmdata::tokenize13a("A dog, running."), (V{"A", "dog", ",", "running", "."}));
+  EXPECT_EQ(tfmdata::tokenize13a("3.5 and 1,000 but end."), (V{"3.5", "and", "1,000", "but", "end", "."}));
+  EXPECT_EQ(tfmdata::tokenize13a("(hi)!? a/b 5-year"), (V{"(", "hi", ")", "!", "?", "a", "/", "b", "5", "-", "year"}));
+  EXPECT_EQ(tfmdata::tokenize13a("don't &quot;x&quot;"), (V{"don't", "\"", "x", "\""}));
+}
+
+TEST(Bleu, IdenticalIsHundredAndDisjointIsZero) {
+  const std::vector<std::string> refs{"a man is riding a bike .", "two dogs play in the snow ."};
+  EXPECT_NEAR(tfmdata::corpusBleu(refs, refs).bleu, 100.0, 1e-9);
+  EXPECT_EQ(tfmdata::corpusBleu({"x y z w v", "q r s t u v"}, refs).bleu, 0.0);
+}
+
+// By hand: hyp "the cat sat on the mat" vs ref "the cat is on the mat" (6 tokens each, BP 1).
+// 1-grams: the, cat, sat, on, the, mat -> 5 of 6 match (sat does not); 2-grams: the cat, cat sat,
+// sat on, on the, the mat -> 3 of 5; 3-grams: the cat sat, cat sat on, sat on the, on the mat ->
+// 1 of 4; 4-grams: 0 of 3 -> BLEU 0 without smoothing. Adding a second, identical pair makes every
+// n-gram order non-zero: 4-grams 0+3 of 3+3.
+TEST(Bleu, HandComputed) {
+  const tfmdata::BleuScore one = tfmdata::corpusBleu({"the cat sat on the mat"}, {"the cat is on the mat"});
+  EXPECT_NEAR(one.precisions[0], 100.0 * 5 / 6, 1e-9);
+  EXPECT_NEAR(one.precisions[1], 100.0 * 3 / 5, 1e-9);
+  EXPECT_NEAR(one.precisions[2], 100.0 * 1 / 4, 1e-9);
+  EXPECT_EQ(one.precisions[3], 0.0);
+  EXPECT_EQ(one.bleu, 0.0);
+  const tfmdata::BleuScore two =
+      tfmdata::corpusBleu({"the cat sat on the mat", "a b c d"}, {"the cat is on the mat", "a b c d"});
+  const double expected = 100.0 * std::exp((std::log(9.0 / 10) + std::log(6.0 / 8) + std::log(3.0 / 6) +
+                                            std::log(1.0 / 4)) / 4);
+  EXPECT_NEAR(two.bleu, expected, 1e-9);
+  EXPECT_EQ(two.brevityPenalty, 1.0);
+  // Brevity: a 3-token hypothesis against a 6-token reference: BP = exp(1 - 6/3).
+  const tfmdata::BleuScore shortHyp = tfmdata::corpusBleu({"the cat sat", "a b c d"}, {"the cat is on the mat", "a b c d"});
+  EXPECT_NEAR(shortHyp.brevityPenalty, std::exp(1.0 - 10.0 / 7.0), 1e-12);
 }
 
 }  // namespace
