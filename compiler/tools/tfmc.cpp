@@ -53,14 +53,16 @@ static const char *kUsage = R"(usage: tfmc <command> [options]
 
 commands:
   compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
-      [--fusion-report] [--print-ir-after-all] [--entries=forward[,gradients]]
+      [--fusion-report] [--print-ir-after-all] [--entries=forward[,gradients][,train_step][,translate]]
       Import a model spec into the tfm dialect, run the passes and write the compiled artifact
       (default <spec name>.tfmx). --emit=mlir prints the tfm IR after the passes instead
       (with --fusion=none: the primitive ops, inference dropout removed, CSE applied).
       --fusion picks passes: a comma list of merge-projections, attention, epilogues, layouts.
       --fusion-report lists every candidate site, fused or not and why, with the spec line it
-      came from. --entries=forward,gradients also builds the `gradients` entry (tfm-autodiff):
-      the loss and one gradient per parameter, named grad:<parameter>.
+      came from. --entries adds entry functions to `forward`: `gradients` (tfm-autodiff: the
+      loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
+      forward, backward and Adam in place: for tfmc train), `translate` (`encode` and `decode`:
+      for tfmc translate).
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]
