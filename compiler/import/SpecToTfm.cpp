@@ -216,15 +216,17 @@ private:
   }
 
   // Logits over the target vocabulary (no bias; the tied table when configured).
-  Value outputProjection(Value y) {
+  Value outputProjection(Value y, bool lastPositionOnly = false) {
     Scope scope(*this, "output_projection");
+    if (lastPositionOnly) y = b_.create<tfm::LastPositionOp>(loc_, f32Type({kDyn, 1, m_.d_model}), y);
     std::string outName = m_.tie_output_projection ? tgtTableName() : std::string("output_projection.weight");
     Value wOut = param(outName, {m_.tgt_vocab_size, m_.d_model});
-    return b_.create<tfm::MatmulOp>(loc_, f32Type({kDyn, kDyn, m_.tgt_vocab_size}), y, wOut, b_.getBoolAttr(true));
+    const int64_t positions = lastPositionOnly ? 1 : kDyn;
+    return b_.create<tfm::MatmulOp>(loc_, f32Type({kDyn, positions, m_.tgt_vocab_size}), y, wOut, b_.getBoolAttr(true));
   }
 
   // Translation: `encode(src) -> memory [B, S, D]` once per batch, then `decode(src, memory,
-  // tgt_in) -> logits [B, T, V]` per output token (the search reads the last position). Both are
+  // tgt_in) -> logits [B, 1, V]` of the last position, per output token. Both are
   // inference-mode; decode recomputes the decoder over the prefix (a K/V cache comes later).
   void buildTranslationEntries() {
     auto memoryType = hiddenType();
@@ -241,7 +243,7 @@ private:
     }
     auto fn = b_.create<func::FuncOp>(
         specLoc_, "decode",
-        b_.getFunctionType({idsType(), memoryType, idsType()}, {f32Type({kDyn, kDyn, m_.tgt_vocab_size})}));
+        b_.getFunctionType({idsType(), memoryType, idsType()}, {f32Type({kDyn, 1, m_.tgt_vocab_size})}));
     fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
     fn.setArgAttr(0, "tfm.name", b_.getStringAttr("src"));
     fn.setArgAttr(1, "tfm.name", b_.getStringAttr("memory"));
@@ -252,7 +254,7 @@ private:
     b_.setInsertionPointToStart(entry);
     Value src = entry->getArgument(0), memory = entry->getArgument(1), tgtIn = entry->getArgument(2);
     Value y = decoder(tgtIn, keepMask(tgtIn), memory, keepMask(src));
-    b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y)});
+    b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y, /*lastPositionOnly=*/true)});
   }
 
   enum class Entry { Forward, Gradients, TrainStep };

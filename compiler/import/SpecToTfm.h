@@ -16,7 +16,7 @@ struct ImportOptions {
   // Also build `@train_step(src, tgt_in, tgt_out, step) -> (loss)`, marked for tfm-autodiff and
   // tfm-apply-adam (which make it update the weights in place and return loss, grad_sq_norm).
   bool trainStep = false;
-  // Also build `@encode(src) -> memory` and `@decode(src, memory, tgt_in) -> logits` for
+  // Also build `@encode(src) -> memory` and `@decode(src, memory, tgt_in) -> last logits` for
   // translation (greedy / beam search in the runtime).
   bool translate = false;
 };

@@ -269,6 +269,18 @@ def Tfm_ConcatOp : Tfm_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tfm_LastPositionOp : Tfm_Op<"last_position", [Pure]> {
+  let summary = "x [B, T, D] -> [B, 1, D]: each row's last position";
+  let description = [{
+    The decode entry of translation needs only the newest position's logits: taking it before
+    the vocabulary projection saves (T - 1) / T of that GEMM and of the logits copied out.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Tfm_SliceLastOp : Tfm_Op<"slice_last", [Pure]> {
   let summary = "Columns [offset, offset + size) of the last axis";
   let description = [{

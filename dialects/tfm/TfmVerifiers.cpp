@@ -259,6 +259,12 @@ LogicalResult ConcatOp::verify() {
   return expectShape(*this, getResult(), expected);
 }
 
+LogicalResult LastPositionOp::verify() {
+  if (failed(expectRank(*this, getInput(), 3, "input"))) return failure();
+  auto x = rankedType(getInput()).getShape();
+  return expectShape(*this, getResult(), {x[0], 1, x[2]});
+}
+
 LogicalResult SliceLastOp::verify() {
   auto x = rankedType(getInput()).getShape();
   if (x.empty()) return emitOpError("input must have rank >= 1");

@@ -49,6 +49,7 @@ std::vector<OpSchema> buildSchemas() {
        {{"epsilon", K::Float, false, 1e-5}}},
       {"tfm.concat", {{"inputs", F, 1, kAny, Arity::Variadic}}, F, {}},
       {"tfm.slice_last", {{"x", F, 1, kAny}}, F, {{"offset", K::Int, true, 0}, {"size", K::Int, true, 0}}},
+      {"tfm.last_position", {{"x", F, 3, 3}}, F, {}},
       // Gradient ops (dialects/tfm/README.md, "Gradient ops").
       {"tfm.weight_grad", {{"dy", F, 2, kAny}, {"x", F, 2, kAny}}, F, {}},
       {"tfm.bias_grad", {{"dy", F, 1, kAny}}, F, {}},

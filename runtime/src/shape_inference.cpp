@@ -247,6 +247,10 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
     out = *in[0];
     return Status::OK();
   }
+  if (op == "tfm.last_position") {
+    out = {(*in[0])[0], 1, (*in[0])[2]};
+    return Status::OK();
+  }
   if (op == "tfm.lr_schedule") {
     out.clear();
     return Status::OK();

@@ -79,7 +79,7 @@ tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<
     std::vector<std::vector<std::pair<double, std::pair<int, int32_t>>>> candidates(static_cast<size_t>(N));
     for (int64_t r = 0; r < R; ++r) {
       const auto [n, j] = rows[r];
-      const float *z = decoded[0].data<float>() + (r * T + T - 1) * V;
+      const float *z = decoded[0].data<float>() + r * V;  // decode returns the last position only
       const double mx = *std::max_element(z, z + V);
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);

@@ -569,3 +569,10 @@ func.func @dropout_step_rank(%x: tensor<?x8xf32>, %step: tensor<1xi32>) {
   %0 = tfm.dropout %x step(%step : tensor<1xi32>) {rate = 0.1 : f64, site = "a"} : tensor<?x8xf32>
   return
 }
+
+// -----
+func.func @last_position_result(%x: tensor<?x?x8xf32>) {
+  // expected-error @+1 {{result dimension 1 is 2 but must be 1}}
+  %0 = tfm.last_position %x : (tensor<?x?x8xf32>) -> tensor<?x2x8xf32>
+  return
+}

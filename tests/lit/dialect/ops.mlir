@@ -112,3 +112,10 @@ func.func @training_dropout(%x: tensor<?x?x8xf32>, %step: tensor<i32>) -> tensor
   %0 = tfm.dropout %x step(%step : tensor<i32>) {rate = 0.1 : f64, seed = 3, site = "encoder.embed"} : tensor<?x?x8xf32>
   return %0 : tensor<?x?x8xf32>
 }
+
+// CHECK-LABEL: func.func @last_position
+func.func @last_position(%x: tensor<?x?x8xf32>) -> tensor<?x1x8xf32> {
+  // CHECK: tfm.last_position %arg0 : (tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+  %0 = tfm.last_position %x : (tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+  return %0 : tensor<?x1x8xf32>
+}

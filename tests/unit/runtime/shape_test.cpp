@@ -62,6 +62,7 @@ TEST(ShapeInference, GradientOps) {
   EXPECT_EQ(infer(node("tfm.embedding_grad", rows(10)), {{2, 3}, {2, 3, 4}}), Shape({10, 4}));
   EXPECT_EQ(infer(node("tfm.positions_grad", rows(8)), {{2, 3, 4}}), Shape({8, 4}));
   EXPECT_EQ(infer(node("tfm.label_smoothed_xent_grad"), {{2, 3, 9}, {2, 3}}), Shape({2, 3, 9}));
+  EXPECT_EQ(infer(node("tfm.last_position"), {{2, 7, 5}}), Shape({2, 1, 5}));
   auto ta = Attrs{{"transpose_a", AttrValue::ofInt(1)}};
   EXPECT_EQ(infer(node("tfm.batch_matmul", ta), {{2, 4, 7, 3}, {2, 4, 7, 2}}), Shape({2, 4, 3, 2}));
 
@@ -96,9 +97,9 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
     KernelKey key{s.name, s.operands[0].dtype, Layout::Plain, KernelBackend::Reference};
     EXPECT_NE(r.find(key), nullptr) << s.name;
   }
-  // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last + 10
-  // gradient ops + lr_schedule, adam_update
-  EXPECT_EQ(opSchemas().size(), 34u);
+  // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last,
+  // last_position + 10 gradient ops + lr_schedule, adam_update
+  EXPECT_EQ(opSchemas().size(), 35u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {

@@ -83,6 +83,22 @@ private:
   int64_t offset_ = 0;
 };
 
+// Row b's position T - 1 (a T = 0 input has no last position: the result rows are zeros).
+class LastPositionKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.last_position"; }
+  Status run(const KernelArgs &a) override {
+    const int64_t B = a.inputs[0].dim(0), T = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
+    const float *x = a.inputs[0].as<float>();
+    float *y = a.outputs[0].as<float>();
+    for (int64_t b = 0; b < B; ++b) {
+      if (T == 0) std::memset(y + b * D, 0, size_t(D) * sizeof(float));
+      else std::memcpy(y + b * D, x + (b * T + T - 1) * D, size_t(D) * sizeof(float));
+    }
+    return Status::OK();
+  }
+};
+
 }  // namespace
 
 void registerReferenceFused(KernelRegistry &r) {
@@ -90,6 +106,7 @@ void registerReferenceFused(KernelRegistry &r) {
   r.add(referenceKey("tfm.linear", DType::F32, Layout::Packed), makeKernel<LinearKernel>);
   r.add(referenceKey("tfm.concat"), makeKernel<ConcatKernel>);
   r.add(referenceKey("tfm.slice_last"), makeKernel<SliceLastKernel>);
+  r.add(referenceKey("tfm.last_position"), makeKernel<LastPositionKernel>);
 }
 
 }  // namespace tfmrt
