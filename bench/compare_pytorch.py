@@ -5,6 +5,12 @@ alternating rounds in one run so machine noise hits all three. Prints tokens/s o
 fused/unfused and tfmc/PyTorch, and the load average.
 
   python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
+  python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6]
+
+--mode train compares training steps instead: tfmc's compiled train_step (`tfmc train`, dropout +
+forward + backward + Adam in one graph, fused build) against PyTorch's train-mode forward,
+backward and torch.optim.Adam step (bench/pytorch_forward.py --adam), same shapes and initial
+weights, median step time of each round.
 """
 import argparse
 import json
@@ -19,6 +25,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHAPES = {"tiny": (4, 9, 8), "small": (32, 32, 32), "transformer-base": (32, 64, 64)}
+# Training steps at the shape TOOLCHAIN.md's PyTorch figures use (32 x (32 + 32)).
+TRAIN_SHAPES = {"tiny": (4, 9, 8), "small": (32, 32, 32), "transformer-base": (32, 32, 32)}
 
 
 def loadavg():
@@ -69,6 +77,49 @@ def run_pytorch(spec, shape, iters, threads, weights):
     return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
 
 
+def run_tfmc_train(build, spec, shape, steps, artifact):
+    b, s, t = shape
+    out = subprocess.run(
+        [os.path.join(build, "bin", "tfmc"), "train", artifact, "--seed", "1", "--steps", str(steps),
+         "--batch", str(b), "--src-len", str(s), "--tgt-len", str(t), "--threads", "2"],
+        check=True, capture_output=True, text=True).stdout
+    m = re.search(r"([0-9.]+) ms median per step", out)
+    if not m:
+        sys.exit(f"tfmc train printed no step time:\n{out}")
+    return b * (s + t) / (float(m.group(1)) / 1e3)
+
+
+def run_pytorch_train(spec, shape, iters, threads, weights):
+    b, s, t = shape
+    out = subprocess.run(
+        ["/usr/bin/python3", os.path.join(HERE, "pytorch_forward.py"), "--spec",
+         os.path.join(ROOT, "models", spec + ".yaml"), "--batch", str(b), "--src-len", str(s),
+         "--tgt-len", str(t), "--iters", str(iters), "--warmup", "1", "--threads", str(threads),
+         "--adam", "--weights", weights], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
+
+
+def main_train(args):
+    shape = TRAIN_SHAPES[args.spec]
+    workdir = tempfile.mkdtemp(prefix="tfmc-compare-")
+    weights = export_weights(args.build, args.spec, workdir)
+    artifact = os.path.join(workdir, args.spec + "-train.tfmx")
+    subprocess.run([os.path.join(args.build, "bin", "tfmc"), "compile", os.path.join(ROOT, "models", args.spec + ".yaml"),
+                    "--entries=forward,train_step", "-o", artifact, "--quiet"], check=True)
+    print(f"spec {args.spec}, training step on batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, f32, "
+          f"{args.threads} threads (dropout, forward, backward, Adam); load average before: {loadavg()}")
+    ours, torch = [], []
+    for r in range(args.rounds):
+        ours.append(run_tfmc_train(args.build, args.spec, shape, args.steps, artifact))
+        torch.append(run_pytorch_train(args.spec, shape, args.iters, args.threads, weights))
+        print(f"  round {r + 1}: tfmc {ours[-1]:8.0f}  pytorch {torch[-1]:8.0f} tokens/s   "
+              f"tfmc/pytorch {ours[-1] / torch[-1]:.2f}   load {loadavg()}")
+    o, p = statistics.median(ours), statistics.median(torch)
+    print(f"median tokens/s: tfmc {o:.0f}, pytorch {p:.0f}; tfmc/pytorch = {o / p:.2f}x "
+          f"(load average after: {loadavg()})")
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -77,7 +128,11 @@ def main():
     ap.add_argument("--iters", type=int, default=5, help="PyTorch iterations per round")
     ap.add_argument("--min-time", default="2", help="Google Benchmark min time per round (s)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--mode", choices=["forward", "train"], default="forward")
+    ap.add_argument("--steps", type=int, default=6, help="tfmc training steps per round (--mode train)")
     args = ap.parse_args()
+    if args.mode == "train":
+        return main_train(args)
 
     shape = SHAPES[args.spec]
     workdir = tempfile.mkdtemp(prefix="tfmc-compare-")
