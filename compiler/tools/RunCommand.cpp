@@ -73,6 +73,15 @@ void printProfile(const tfmrt::Model &model, size_t calls, const char *per) {
                 100.0 * p.millis / total, (long long)p.calls);
 }
 
+bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBackend &backend) {
+  if (kernels == "reference" || kernels == "dnnl") {
+    backend = kernels == "reference" ? tfmrt::KernelBackend::Reference : tfmrt::KernelBackend::Dnnl;
+    return true;
+  }
+  std::cerr << "tfmc " << cmd << ": error: --kernels must be 'dnnl' or 'reference', got '" << kernels << "'\n";
+  return false;
+}
+
 int fail(const char *cmd, const tfmrt::Status &status) {
   std::cerr << "tfmc " << cmd << ": error: " << status.message() << "\n";
   return 1;
@@ -84,15 +93,7 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
-  if (rs.kernels == "reference")
-    options.backend = tfmrt::KernelBackend::Reference;
-  else if (rs.kernels == "dnnl")
-    options.backend = tfmrt::KernelBackend::Dnnl;
-  else {
-    std::cerr << "tfmc " << cmd << ": error: --kernels must be 'dnnl' or 'reference', got '"
-              << rs.kernels << "'\n";
-    return 2;
-  }
+  if (!parseKernels(cmd, rs.kernels, options.backend)) return 2;
   options.num_threads = int(rs.threads);
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);

@@ -25,6 +25,8 @@ std::string loadAverage();
 std::string shapeString(const std::vector<int64_t> &shape);
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
 void printProfile(const tfmrt::Model &model, size_t calls, const char *per);
+// --kernels=dnnl|reference; false after printing an error.
+bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBackend &backend);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
 // Parses the options of run-like commands (plus `known` extras); false after printing an error.

@@ -31,12 +31,7 @@ int translateCommand(const CommandLine &cl) {
     return 2;
   }
   tfmrt::RuntimeOptions options;
-  const std::string kernels = cl.get("kernels", "dnnl");
-  if (kernels != "dnnl" && kernels != "reference") {
-    std::cerr << "tfmc translate: error: --kernels must be 'dnnl' or 'reference'\n";
-    return 2;
-  }
-  options.backend = kernels == "reference" ? tfmrt::KernelBackend::Reference : tfmrt::KernelBackend::Dnnl;
+  if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
   options.num_threads = int(cl.getInt("threads", 0));
   std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("translate", s);

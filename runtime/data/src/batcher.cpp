@@ -42,12 +42,20 @@ tfmrt::Status Batcher::create(std::vector<Example> examples, const BatcherOption
   return tfmrt::Status::OK();
 }
 
+const std::vector<int64_t> &Batcher::epochOrder(int64_t epoch) const {
+  if (epoch != orderEpoch_) {
+    order_.resize(batches_.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch));
+    // Fisher-Yates with our own index draws: std::shuffle's algorithm is implementation-defined.
+    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[rng() % i]);
+    orderEpoch_ = epoch;
+  }
+  return order_;
+}
+
 Batch Batcher::batch(int64_t epoch, int64_t index) const {
-  std::vector<int64_t> order(batches_.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + uint64_t(epoch));
-  // Fisher-Yates with our own index draws: std::shuffle's algorithm is implementation-defined.
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
+  const std::vector<int64_t> &order = epochOrder(epoch);
   return make(batches_[order[index % int64_t(order.size())]]);
 }
 

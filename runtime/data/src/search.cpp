@@ -54,20 +54,36 @@ tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<
   const int64_t D = memory.shape[2];
 
   std::vector<tfmrt::Tensor> decoded;
+  // Source and memory rows per hypothesis; rebuilt only when the sentence of some row changes
+  // (a sentence finishes, or its beam fills up), not every step.
+  tfmrt::Tensor srcRep, memRep;
+  std::vector<int64_t> repSentences;
+  std::vector<int32_t> idx;
   for (int64_t t = 0;; ++t) {
     // Rows: every live hypothesis of every unfinished sentence.
     std::vector<std::pair<int64_t, int>> rows;  // (sentence, live index)
+    std::vector<int64_t> rowSentences;
     for (int64_t n = 0; n < N; ++n)
       if (!state[n].done)
-        for (int j = 0; j < int(state[n].live.size()); ++j) rows.push_back({n, j});
+        for (int j = 0; j < int(state[n].live.size()); ++j) {
+          rows.push_back({n, j});
+          rowSentences.push_back(n);
+        }
     if (rows.empty()) break;
     const int64_t R = int64_t(rows.size()), T = t + 1;
-    tfmrt::Tensor srcRep(tfmrt::DType::I32, {R, S}), memRep(tfmrt::DType::F32, {R, S, D}),
-        tgt(tfmrt::DType::I32, {R, T});
+    if (rowSentences != repSentences) {
+      srcRep = tfmrt::Tensor(tfmrt::DType::I32, {R, S});
+      memRep = tfmrt::Tensor(tfmrt::DType::F32, {R, S, D});
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t n = rowSentences[r];
+        std::memcpy(srcRep.data<int32_t>() + r * S, srcIds.data() + n * S, size_t(S) * sizeof(int32_t));
+        std::memcpy(memRep.data<float>() + r * S * D, memory.data<float>() + n * S * D, size_t(S * D) * sizeof(float));
+      }
+      repSentences = std::move(rowSentences);
+    }
+    tfmrt::Tensor tgt(tfmrt::DType::I32, {R, T});
     for (int64_t r = 0; r < R; ++r) {
       const auto [n, j] = rows[r];
-      std::memcpy(srcRep.data<int32_t>() + r * S, srcIds.data() + n * S, size_t(S) * sizeof(int32_t));
-      std::memcpy(memRep.data<float>() + r * S * D, memory.data<float>() + n * S * D, size_t(S * D) * sizeof(float));
       int32_t *row = tgt.data<int32_t>() + r * T;
       row[0] = o.bos;
       std::copy(state[n].live[j].tokens.begin(), state[n].live[j].tokens.end(), row + 1);
@@ -84,7 +100,7 @@ tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<
       double sum = 0;
       for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
       const double lse = mx + std::log(sum);
-      std::vector<int32_t> idx(static_cast<size_t>(V));
+      idx.resize(size_t(V));
       std::iota(idx.begin(), idx.end(), 0);
       const size_t keep = std::min<size_t>(size_t(2 * K), size_t(V));
       std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), [&](int32_t a, int32_t b) { return z[a] > z[b]; });

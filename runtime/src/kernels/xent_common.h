@@ -20,6 +20,13 @@ inline Status checkTargets(const int32_t *targets, int64_t positions, int32_t pa
   return Status::OK();
 }
 
+// Positions that count towards the mean: targets other than the pad id.
+inline int64_t countTargets(const int32_t *targets, int64_t positions, int32_t padId) {
+  int64_t count = 0;
+  for (int64_t p = 0; p < positions; ++p) count += targets[p] != padId;
+  return count;
+}
+
 // -(1 - e) log p[y] - (e / V) sum_v log p[v], from lse = log sum_v exp(z_v) and sumZ = sum_v z_v.
 inline double positionLoss(double zTarget, double lse, double sumZ, int64_t V, double smoothing) {
   const double logpY = zTarget - lse;

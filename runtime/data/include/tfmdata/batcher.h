@@ -45,7 +45,12 @@ public:
 
 private:
   Batch make(const std::vector<int64_t> &members) const;
+  const std::vector<int64_t> &epochOrder(int64_t epoch) const;
   BatcherOptions options_;
+  // The shuffled batch order of the last epoch asked for (training walks one epoch at a time);
+  // batch() is therefore not safe to call concurrently on one Batcher.
+  mutable int64_t orderEpoch_ = -1;
+  mutable std::vector<int64_t> order_;
   std::vector<Example> examples_;
   std::vector<std::vector<int64_t>> batches_;  // example indices
   int64_t dropped_ = 0;

@@ -96,17 +96,11 @@ public:
 };
 
 // Elements [begin, end) of a training dropout: the mask draw is branch-free 64-bit integer
-// arithmetic, so the loop vectorises.
+// arithmetic (inlined into each clone), so the loop vectorises.
 TFMRT_SIMD_CLONES void dropoutSpan(const float *x, float *y, int64_t begin, int64_t end, uint64_t key,
                                    uint32_t threshold, float scale) {
 #pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    uint64_t z = key + uint64_t(i) * dropout::kGolden + dropout::kGolden;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    y[i] = uint32_t(z >> 40) >= threshold ? x[i] * scale : 0.0f;
-  }
+  for (int64_t i = begin; i < end; ++i) y[i] = dropout::kept(key, uint64_t(i), threshold) ? x[i] * scale : 0.0f;
 }
 
 class DropoutKernel final : public dropout::KernelBase {

@@ -166,8 +166,7 @@ public:
     float *dz = a.outputs[0].as<float>();
     const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
     TFMRT_RETURN_IF_ERROR(xent::checkTargets(targets, positions, padId_, V, *a.inputs[1].shape));
-    int64_t count = 0;
-    for (int64_t p = 0; p < positions; ++p) count += targets[p] != padId_;
+    const int64_t count = xent::countTargets(targets, positions, padId_);
     const float inv = count ? float(1.0 / double(count)) : 0.0f;
     const float smoothOverV = float(smoothing_ / double(V)), hit = float(1.0 - smoothing_) * inv;
 #pragma omp parallel for schedule(static) if (positions * V >= kParallelMinElements)

@@ -53,8 +53,7 @@ public:
     float *dz = a.outputs[0].as<float>();
     const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
     TFMRT_RETURN_IF_ERROR(xent::checkTargets(targets, positions, padId_, V, *a.inputs[1].shape));
-    int64_t count = 0;
-    for (int64_t p = 0; p < positions; ++p) count += targets[p] != padId_;
+    const int64_t count = xent::countTargets(targets, positions, padId_);
     const double inv = count ? 1.0 / double(count) : 0.0;
     for (int64_t p = 0; p < positions; ++p) {
       float *g = dz + p * V;
