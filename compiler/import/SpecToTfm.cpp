@@ -225,22 +225,44 @@ private:
     return b_.create<tfm::MatmulOp>(loc_, f32Type({kDyn, positions, m_.tgt_vocab_size}), y, wOut, b_.getBoolAttr(true));
   }
 
-  // Translation: `encode(src) -> memory [B, S, D]` once per batch, then `decode(src, memory,
-  // tgt_in) -> logits [B, 1, V]` of the last position, per output token. Both are
-  // inference-mode; decode recomputes the decoder over the prefix (a K/V cache comes later).
+  // Translation entries (inference-mode):
+  //   encode(src [N, S]) -> memory [N, S, D], then per decoder layer l its cross-attention
+  //     cross_k.l, cross_v.l [N, S, D]: computed once per sentence.
+  //   decode_step(tokens [R, 1], step [], parents [R], rows [R], src [N, S], cross_k.0,
+  //     cross_v.0, ...) -> logits [R, 1, V]: one new token per hypothesis at position `step`.
+  //     Row r continues row parents[r] of the previous step (the caches are reordered in place
+  //     first) and belongs to sentence rows[r] of the encoded batch. The self-attention K/V of
+  //     positions < step live in session state (one cache per layer), written in place.
+  //   decode(src, memory, tgt_in [R, T]) -> logits [R, 1, V] of the last position: the decoder
+  //     recomputed over the whole prefix, kept as the reference path for the cache.
   void buildTranslationEntries() {
+    trainStep_ = Value();  // inference entries: dropout is the identity
+    const int64_t d = m_.d_model, L = m_.decoder_layers;
     auto memoryType = hiddenType();
     {
-      auto fn = b_.create<func::FuncOp>(specLoc_, "encode", b_.getFunctionType({idsType()}, {memoryType}));
+      SmallVector<Type> results{memoryType};
+      for (int64_t l = 0; l < 2 * L; ++l) results.push_back(memoryType);
+      auto fn = b_.create<func::FuncOp>(specLoc_, "encode", b_.getFunctionType({idsType()}, results));
       fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
       fn.setArgAttr(0, "tfm.name", b_.getStringAttr("src"));
       fn.setResultAttr(0, "tfm.name", b_.getStringAttr("memory"));
+      for (int64_t l = 0; l < L; ++l) {
+        fn.setResultAttr(unsigned(1 + 2 * l), "tfm.name", b_.getStringAttr("cross_k." + std::to_string(l)));
+        fn.setResultAttr(unsigned(2 + 2 * l), "tfm.name", b_.getStringAttr("cross_v." + std::to_string(l)));
+      }
       Block *entry = fn.addEntryBlock();
       OpBuilder::InsertionGuard guard(b_);
       b_.setInsertionPointToStart(entry);
       Value src = entry->getArgument(0);
-      b_.create<func::ReturnOp>(loc_, ValueRange{encoder(src, keepMask(src))});
+      SmallVector<Value> outs{encoder(src, keepMask(src))};
+      for (int64_t l = 0; l < L; ++l) {
+        Scope scope(*this, "decoder.layers." + std::to_string(l) + ".cross_attn");
+        outs.push_back(linear(outs[0], "k_proj", d, d));
+        outs.push_back(linear(outs[0], "v_proj", d, d));
+      }
+      b_.create<func::ReturnOp>(loc_, outs);
     }
+    buildDecodeStep();
     auto fn = b_.create<func::FuncOp>(
         specLoc_, "decode",
         b_.getFunctionType({idsType(), memoryType, idsType()}, {f32Type({kDyn, 1, m_.tgt_vocab_size})}));
@@ -255,6 +277,83 @@ private:
     Value src = entry->getArgument(0), memory = entry->getArgument(1), tgtIn = entry->getArgument(2);
     Value y = decoder(tgtIn, keepMask(tgtIn), memory, keepMask(src));
     b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y, /*lastPositionOnly=*/true)});
+  }
+
+  // Self-attention of the newest position: its K/V appended to this layer's caches (after the
+  // beam reordering), then one query row per hypothesis over positions [0, step].
+  Value cachedSelfAttention(Value x, Value step, Value parents) {
+    Scope scope(*this, scope_ + ".self_attn");
+    const int64_t d = m_.d_model;
+    Value q = linear(x, "q_proj", d, d);
+    Value k = linear(x, "k_proj", d, d);
+    Value v = linear(x, "v_proj", d, d);
+    auto cacheType = f32Type({kDyn, kDyn, d});
+    auto cache = [&](const char *which, Value update) {
+      Value c = b_.create<tfm::StateOp>(loc_, cacheType, scope_ + "." + which);
+      c = b_.create<tfm::CacheReorderOp>(loc_, cacheType, c, parents, step);
+      return b_.create<tfm::CacheWriteOp>(loc_, cacheType, c, update, step).getResult();
+    };
+    Value kc = cache("k_cache", k), vc = cache("v_cache", v);
+    Value ctx = b_.create<tfm::CachedAttentionOp>(loc_, hiddenType(), q, kc, vc, step,
+                                                  b_.getI64IntegerAttr(m_.heads), b_.getI64IntegerAttr(spec_.headDim()),
+                                                  b_.getI64IntegerAttr(0),
+                                                  b_.getF64FloatAttr(1.0 / std::sqrt(double(spec_.headDim()))));
+    return linear(ctx, "out_proj", d, d);
+  }
+
+  // Cross-attention of the newest position to its sentence's encoder K/V (from `encode`).
+  Value gatheredCrossAttention(Value x, Value crossK, Value crossV, Value srcKeep, Value rows) {
+    Scope scope(*this, scope_ + ".cross_attn");
+    const int64_t d = m_.d_model;
+    Value q = linear(x, "q_proj", d, d);
+    Value ctx = b_.create<tfm::GatheredAttentionOp>(loc_, hiddenType(), q, crossK, crossV, srcKeep, rows,
+                                                    b_.getI64IntegerAttr(m_.heads), b_.getI64IntegerAttr(spec_.headDim()),
+                                                    b_.getI64IntegerAttr(0), b_.getI64IntegerAttr(0),
+                                                    b_.getI64IntegerAttr(0),
+                                                    b_.getF64FloatAttr(1.0 / std::sqrt(double(spec_.headDim()))));
+    return linear(ctx, "out_proj", d, d);
+  }
+
+  void buildDecodeStep() {
+    const int64_t L = m_.decoder_layers;
+    auto scalarI32 = RankedTensorType::get({}, b_.getI32Type());
+    auto rowsType = RankedTensorType::get({kDyn}, b_.getI32Type());
+    SmallVector<Type> args{idsType(), scalarI32, rowsType, rowsType, idsType()};
+    for (int64_t l = 0; l < 2 * L; ++l) args.push_back(hiddenType());
+    auto fn = b_.create<func::FuncOp>(specLoc_, "decode_step",
+                                      b_.getFunctionType(args, {f32Type({kDyn, kDyn, m_.tgt_vocab_size})}));
+    fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
+    const char *names[] = {"tokens", "step", "parents", "rows", "src"};
+    for (unsigned i = 0; i < 5; ++i) fn.setArgAttr(i, "tfm.name", b_.getStringAttr(names[i]));
+    for (int64_t l = 0; l < L; ++l) {
+      fn.setArgAttr(unsigned(5 + 2 * l), "tfm.name", b_.getStringAttr("cross_k." + std::to_string(l)));
+      fn.setArgAttr(unsigned(6 + 2 * l), "tfm.name", b_.getStringAttr("cross_v." + std::to_string(l)));
+    }
+    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
+    Block *entry = fn.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPointToStart(entry);
+    Value tokens = entry->getArgument(0), step = entry->getArgument(1), parents = entry->getArgument(2),
+          rows = entry->getArgument(3), src = entry->getArgument(4);
+    Value srcKeep = keepMask(src);
+    Scope scope(*this, "decoder");
+    Value table = param(tgtTableName(), {m_.tgt_vocab_size, m_.d_model});
+    Value y = b_.create<tfm::EmbeddingOp>(loc_, hiddenType(), table, tokens);
+    y = b_.create<tfm::ScaleOp>(loc_, hiddenType(), y, b_.getF64FloatAttr(std::sqrt(double(m_.d_model))));
+    Value positions = sinusoid();
+    if (!positions) positions = param("decoder.embed_positions.weight", {m_.max_len, m_.d_model});
+    y = b_.create<tfm::AddPositionAtOp>(loc_, hiddenType(), y, positions, step);
+    for (int64_t i = 0; i < L; ++i) {
+      Scope layer(*this, "decoder.layers." + std::to_string(i));
+      Value crossK = entry->getArgument(unsigned(5 + 2 * i)), crossV = entry->getArgument(unsigned(6 + 2 * i));
+      y = residualBlock(y, "self_attn_norm", "self_attn",
+                        [&](Value in) { return cachedSelfAttention(in, step, parents); });
+      y = residualBlock(y, "cross_attn_norm", "cross_attn",
+                        [&](Value in) { return gatheredCrossAttention(in, crossK, crossV, srcKeep, rows); });
+      y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
+    }
+    if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
+    b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y)});
   }
 
   enum class Entry { Forward, Gradients, TrainStep };

@@ -63,7 +63,7 @@ public:
     tfmrt::EntryFunction entry;
     entry.name = fn.getSymName().str();
     llvm::DenseMap<Value, uint32_t> ids;
-    llvm::DenseMap<uint32_t, uint32_t> paramValues, constantValues;
+    llvm::DenseMap<uint32_t, uint32_t> paramValues, constantValues, stateValues;
 
     auto addValue = [&](Operation *op, Value v, tfmrt::ValueKind kind, std::string name,
                         uint32_t index) -> FailureOr<uint32_t> {
@@ -130,6 +130,19 @@ public:
         constantValues[index] = *id;
         continue;
       }
+      if (auto state = dyn_cast<tfm::StateOp>(op)) {
+        auto index = stateIndex(state);
+        if (failed(index)) return failure();
+        auto it = stateValues.find(*index);
+        if (it != stateValues.end()) {
+          ids[state.getResult()] = it->second;
+          continue;
+        }
+        auto id = addValue(&op, state.getResult(), tfmrt::ValueKind::State, state.getName().str(), *index);
+        if (failed(id)) return failure();
+        stateValues[*index] = *id;
+        continue;
+      }
       if (!isa<tfm::TfmDialect>(op.getDialect()))
         return op.emitError() << "cannot lower op '" << op.getName()
                               << "' to the runtime artifact";
@@ -141,6 +154,18 @@ public:
         auto it = ids.find(operand);
         if (it == ids.end()) return op.emitError("operand defined outside the entry block");
         node.inputs.push_back(it->second);
+      }
+      // In-place cache updates: the result is the cache operand's state, one buffer.
+      if (isa<tfm::CacheReorderOp, tfm::CacheWriteOp>(op)) {
+        const uint32_t stateId = node.inputs[0];
+        if (entry.values[stateId].kind != tfmrt::ValueKind::State)
+          return op.emitError("cache operand does not lower to session state");
+        node.outputs.push_back(stateId);
+        ids[op.getResult(0)] = stateId;
+        for (NamedAttribute attr : op.getAttrs())
+          if (failed(convertAttr(&op, attr, node))) return failure();
+        entry.nodes.push_back(std::move(node));
+        continue;
       }
       for (Value result : op.getResults()) {
         auto id = addValue(&op, result, tfmrt::ValueKind::Intermediate,
@@ -175,6 +200,21 @@ private:
     uint32_t index = artifact_.params.size() - 1;
     paramIndices_[name] = index;
     return index;
+  }
+
+  FailureOr<uint32_t> stateIndex(tfm::StateOp state) {
+    std::string name = state.getName().str();
+    std::vector<int64_t> shape = shapeOf(state.getType());
+    for (size_t i = 0; i < artifact_.states.size(); ++i)
+      if (artifact_.states[i].name == name) {
+        if (artifact_.states[i].shape != shape) return state.emitError() << "state '" << name << "' is used with two shapes";
+        return uint32_t(i);
+      }
+    tfmrt::StateInfo info;
+    info.name = name;
+    info.shape = shape;
+    artifact_.states.push_back(std::move(info));
+    return uint32_t(artifact_.states.size() - 1);
   }
 
   uint32_t positionConstant(int64_t maxLen, int64_t dim) {

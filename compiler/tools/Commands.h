@@ -13,6 +13,7 @@ struct CommandLine {
   bool has(const std::string &name) const;
   std::string get(const std::string &name, const std::string &fallback = "") const;
   long long getInt(const std::string &name, long long fallback) const;
+  double getDouble(const std::string &name, double fallback) const;  // exits 2 on a non-number
   // Names of flags not in `known`, for "unknown option" errors.
   std::vector<std::string> unknown(const std::vector<std::string> &known) const;
 };

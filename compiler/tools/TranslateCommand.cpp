@@ -1,5 +1,8 @@
-// `tfmc translate`: beam search (greedy with --beam 1) over a compiled model's encode/decode
-// entries, with corpus BLEU against references.
+// `tfmc translate`: search (greedy, beam, sampling) over a compiled model's translation entries,
+// from a file, a Multi30k split or streaming standard input, with corpus BLEU against references.
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,10 +18,131 @@
 #include "tfmdata/tokenizer.h"
 
 namespace tfmc {
+namespace {
+
+enum class OutputFormat { Text, Pieces, Ids };
+
+struct Job {
+  tfmdata::Translator *translator = nullptr;
+  const tfmdata::Tokenizer *tok = nullptr;
+  OutputFormat format = OutputFormat::Text;
+  int nBest = 1;
+  int64_t batch = 32, maxBatchTokens = 0;
+  int64_t outTokens = 0;
+};
+
+std::string render(const Job &job, const std::vector<int32_t> &ids) {
+  switch (job.format) {
+  case OutputFormat::Text: return job.tok->decode(ids);
+  case OutputFormat::Pieces: return job.tok->pieces(ids);
+  case OutputFormat::Ids: {
+    std::string s;
+    for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    return s;
+  }
+  }
+  return "";
+}
+
+// Translates `sources` (sentence ids first + i) in batches of similar length; per sentence, the
+// rendered lines (one, or nBest "index ||| text ||| score" lines) and the best hypothesis' text.
+tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, uint64_t first,
+                           std::vector<std::string> &lines, std::vector<std::string> *best, bool progress) {
+  std::vector<std::vector<int32_t>> ids(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) TFMRT_RETURN_IF_ERROR(job.tok->encode(sources[i], ids[i]));
+  std::vector<size_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() < ids[y].size(); });
+  lines.assign(sources.size(), "");
+  if (best) best->assign(sources.size(), "");
+  for (size_t b = 0; b < order.size();) {
+    // A batch: up to --batch sentences, and (with --max-batch-tokens) at most that many source
+    // tokens counted as sentences x longest (what the padded batch holds); at least one sentence.
+    size_t e = b + 1;
+    while (e < order.size() && int64_t(e - b) < job.batch &&
+           (job.maxBatchTokens <= 0 || int64_t(e - b + 1) * int64_t(ids[order[e]].size() + 1) <= job.maxBatchTokens))
+      ++e;
+    std::vector<std::vector<int32_t>> in;
+    std::vector<uint64_t> sentenceIds;
+    for (size_t i = b; i < e; ++i) {
+      in.push_back(ids[order[i]]);
+      sentenceIds.push_back(first + order[i]);
+    }
+    std::vector<std::vector<tfmdata::Hypothesis>> out;
+    TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const size_t k = order[b + i];
+      std::string &text = lines[k];
+      for (size_t h = 0; h < out[i].size() && int(h) < job.nBest; ++h) {
+        const std::string rendered = render(job, out[i][h].tokens);
+        if (job.nBest > 1) {
+          char score[32];
+          std::snprintf(score, sizeof score, "%.4f", out[i][h].score);
+          text += (h ? "\n" : "") + std::to_string(first + k) + " ||| " + rendered + " ||| " + score;
+        } else {
+          text = rendered;
+        }
+      }
+      if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
+      if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
+    }
+    b = e;
+    if (progress) std::fprintf(stderr, "\rtranslated %zu/%zu", b, order.size());
+  }
+  return tfmrt::Status::OK();
+}
+
+// Standard input, translated as it arrives: whatever complete lines are available (up to a
+// batch) are translated and written, in input order, before blocking for more.
+int translateStream(Job &job, std::FILE *out) {
+  std::string buffer;
+  std::vector<std::string> pending;
+  uint64_t next = 0;
+  bool eof = false;
+  char chunk[65536];
+  while (!eof || !pending.empty() || !buffer.empty()) {
+    // Read what is there now (block only when nothing is pending).
+    for (;;) {
+      if (eof) break;
+      pollfd p{0, POLLIN, 0};
+      const bool wait = pending.empty() && buffer.find('\n') == std::string::npos;
+      if (!wait && ::poll(&p, 1, 0) <= 0) break;
+      const ssize_t n = ::read(0, chunk, sizeof chunk);
+      if (n <= 0) {
+        eof = true;
+        break;
+      }
+      buffer.append(chunk, size_t(n));
+      for (size_t pos; (pos = buffer.find('\n')) != std::string::npos;) {
+        std::string line = buffer.substr(0, pos);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        pending.push_back(std::move(line));
+        buffer.erase(0, pos + 1);
+      }
+      if (int64_t(pending.size()) >= job.batch) break;
+    }
+    if (eof && !buffer.empty()) {  // a last line without a newline
+      pending.push_back(buffer);
+      buffer.clear();
+    }
+    if (pending.empty()) continue;
+    std::vector<std::string> lines;
+    if (auto s = translateAll(job, pending, next, lines, nullptr, false); !s.ok()) return fail("translate", s);
+    for (const auto &l : lines) std::fprintf(out, "%s\n", l.c_str());
+    std::fflush(out);
+    next += pending.size();
+    pending.clear();
+  }
+  return 0;
+}
+
+}  // namespace
 
 int translateCommand(const CommandLine &cl) {
   auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "input", "reference", "data", "split", "src", "tgt",
-                             "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty"});
+                             "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
+                             "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
+                             "temperature", "seed"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -26,23 +150,78 @@ int translateCommand(const CommandLine &cl) {
   if (cl.positionals.size() != 1 || cl.get("tokenizer").empty() || (cl.has("weights") == cl.has("checkpoint")) ||
       (cl.has("input") == cl.has("data"))) {
     std::cerr << "tfmc translate: error: usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
-                 "ck) --tokenizer spm.model (--input file [--reference file] | --data dir [--split "
-                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch 32] [--output file]\n";
+                 "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
+                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch 32] [--output file] (tfmc --help)\n";
     return 2;
+  }
+  // Options are checked before any work, so a typo does not cost a model load.
+  Job job;
+  const std::string format = cl.get("output-format", "text");
+  if (format == "text") job.format = OutputFormat::Text;
+  else if (format == "pieces") job.format = OutputFormat::Pieces;
+  else if (format == "ids") job.format = OutputFormat::Ids;
+  else {
+    std::cerr << "tfmc translate: error: --output-format must be text, pieces or ids, got '" << format << "'\n";
+    return 2;
+  }
+  job.batch = cl.getInt("batch", 32);
+  job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
+  job.nBest = int(cl.getInt("n-best", 1));
+  const int64_t threads = cl.getInt("threads", 0);
+  if (job.batch < 1 || job.maxBatchTokens < 0 || threads < 0 || job.nBest < 1) {
+    std::cerr << "tfmc translate: error: --batch and --n-best must be >= 1, --max-batch-tokens and --threads >= 0\n";
+    return 2;
+  }
+  if (cl.has("output")) {  // fail now, not after the whole translation
+    std::ofstream probe(cl.get("output"), std::ios::app);
+    if (!probe) {
+      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      return 1;
+    }
   }
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
-  options.num_threads = int(cl.getInt("threads", 0));
+  options.num_threads = int(threads);
   std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("translate", s);
   const tfmrt::Artifact &a = model->artifact();
-  bool hasEncode = false, hasDecode = false;
-  for (const auto &fn : a.functions) hasEncode |= fn.name == "encode", hasDecode |= fn.name == "decode";
-  if (!hasEncode || !hasDecode) {
+  if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
     std::cerr << "tfmc translate: error: " << cl.positionals[0]
-              << " has no encode/decode entries (compile it with --entries=forward,translate)\n";
+              << " has no translation entries (compile it with --entries=forward,translate)\n";
     return 1;
   }
+
+  tfmdata::SearchOptions search;
+  search.beam = int(cl.getInt("beam", metaInt(a, "decoding.beam_size", 4)));
+  auto metaDouble = [&](const char *key, double fallback) {
+    auto it = a.metadata.find(key);
+    if (it == a.metadata.end()) return fallback;
+    char *end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    return *end == '\0' ? v : fallback;
+  };
+  search.lengthPenalty = cl.getDouble("length-penalty", metaDouble("decoding.length_penalty", 0.6));
+  search.maxLengthRatio = metaDouble("decoding.max_length_ratio", 1.5);
+  search.maxLengthOffset = metaInt(a, "decoding.max_length_offset", 10);
+  search.maxLen = metaInt(a, "model.max_len", 128);
+  search.pad = int32_t(metaInt(a, "model.pad_id", 0));
+  search.bos = int32_t(metaInt(a, "model.bos_id", 1));
+  search.eos = int32_t(metaInt(a, "model.eos_id", 2));
+  search.useCache = !cl.has("no-cache");
+  search.nBest = job.nBest;
+  search.sample = cl.has("sample");
+  search.topK = int(cl.getInt("top-k", 0));
+  search.topP = cl.getDouble("top-p", 1.0);
+  search.temperature = cl.getDouble("temperature", 1.0);
+  search.seed = uint64_t(cl.getInt("seed", 0));
+  if (search.sample && !cl.has("beam")) search.beam = 1;
+  std::unique_ptr<tfmdata::Translator> translator;
+  if (auto s = tfmdata::Translator::create(*model, search, translator); !s.ok()) {
+    std::cerr << "tfmc translate: error: " << s.message() << "\n";
+    return 2;
+  }
+  job.translator = translator.get();
+
   if (cl.has("weights")) {
     if (auto s = model->loadWeights(cl.get("weights")); !s.ok()) return fail("translate", s);
   } else {
@@ -56,6 +235,21 @@ int translateCommand(const CommandLine &cl) {
     std::cerr << "tfmc translate: error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
               << metaInt(a, "model.src_vocab_size", -1) << "\n";
     return 1;
+  }
+  job.tok = tok.get();
+
+  if (cl.get("input") == "-" && !cl.has("reference")) {
+    std::FILE *out = stdout;
+    if (cl.has("output") && !(out = std::fopen(cl.get("output").c_str(), "w"))) {
+      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      return 1;
+    }
+    const int rc = translateStream(job, out);
+    if (out != stdout && std::fclose(out) != 0) {
+      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      return 1;
+    }
+    return rc;
   }
 
   std::vector<std::string> sources, references;
@@ -86,61 +280,28 @@ int translateCommand(const CommandLine &cl) {
     if (!references.empty()) references.resize(size_t(limit));
   }
 
-  tfmdata::SearchOptions search;
-  search.beam = int(cl.getInt("beam", metaInt(a, "decoding.beam_size", 4)));
-  search.lengthPenalty = std::stod(cl.get("length-penalty", a.metadata.count("decoding.length_penalty")
-                                                                ? a.metadata.at("decoding.length_penalty")
-                                                                : "0.6"));
-  if (a.metadata.count("decoding.max_length_ratio"))
-    search.maxLengthRatio = std::stod(a.metadata.at("decoding.max_length_ratio"));
-  search.maxLengthOffset = metaInt(a, "decoding.max_length_offset", 10);
-  search.maxLen = metaInt(a, "model.max_len", 128);
-  search.pad = int32_t(metaInt(a, "model.pad_id", 0));
-  search.bos = int32_t(metaInt(a, "model.bos_id", 1));
-  search.eos = int32_t(metaInt(a, "model.eos_id", 2));
-  if (search.beam < 1) {
-    std::cerr << "tfmc translate: error: --beam must be >= 1\n";
-    return 2;
-  }
-
-  // Sentences in length order, so a batch pads little; results go back to input order.
-  std::vector<std::vector<int32_t>> ids(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i)
-    if (auto s = tok->encode(sources[i], ids[i]); !s.ok()) return fail("translate", s);
-  std::vector<size_t> order(sources.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() < ids[y].size(); });
-  const size_t batch = size_t(std::max<int64_t>(1, cl.getInt("batch", 32)));
-  std::vector<std::string> hypotheses(sources.size());
-  int64_t outTokens = 0;
+  std::vector<std::string> lines, hypotheses;
   const auto start = std::chrono::steady_clock::now();
-  for (size_t b = 0; b < order.size(); b += batch) {
-    std::vector<std::vector<int32_t>> in, out;
-    for (size_t i = b; i < std::min(order.size(), b + batch); ++i) in.push_back(ids[order[i]]);
-    if (auto s = tfmdata::translateBatch(*model, in, search, out); !s.ok()) return fail("translate", s);
-    for (size_t i = 0; i < out.size(); ++i) {
-      hypotheses[order[b + i]] = tok->decode(out[i]);
-      outTokens += int64_t(out[i].size()) + 1;
-    }
-    std::fprintf(stderr, "\rtranslated %zu/%zu", std::min(order.size(), b + batch), order.size());
-  }
+  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, true); !s.ok()) return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "\n");
 
   if (cl.has("output")) {
     std::ofstream out(cl.get("output"));
-    for (const auto &h : hypotheses) out << h << "\n";
+    for (const auto &h : lines) out << h << "\n";
     if (!out) {
       std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
       return 1;
     }
   } else if (!cl.has("data")) {
-    for (const auto &h : hypotheses) std::printf("%s\n", h.c_str());
+    for (const auto &h : lines) std::printf("%s\n", h.c_str());
   }
   std::fprintf(cl.has("data") ? stdout : stderr,
-               "%s: %zu sentences, beam %d, %.1f s (%.1f sentences/s, %.0f output tokens/s), load average %s\n",
-               what.c_str(), sources.size(), search.beam, secs, double(sources.size()) / secs, double(outTokens) / secs,
-               loadAverage().c_str());
+               "%s: %zu sentences, %s %d%s, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder calls), "
+               "load average %s\n",
+               what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
+               search.useCache ? "" : " (no cache)", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
+               (long long)translator->decodeSteps(), loadAverage().c_str());
   if (!references.empty()) {
     const tfmdata::BleuScore bleu = tfmdata::corpusBleu(hypotheses, references);
     std::fprintf(cl.has("data") ? stdout : stderr,

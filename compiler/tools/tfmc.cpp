@@ -1,4 +1,5 @@
 // tfmc: compile model specs, run compiled artifacts, inspect them.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,18 @@ long long CommandLine::getInt(const std::string &name, long long fallback) const
   return x;
 }
 
+double CommandLine::getDouble(const std::string &name, double fallback) const {
+  if (!has(name)) return fallback;
+  std::string v = get(name);
+  char *end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) {
+    std::cerr << "tfmc: error: --" << name << " expects a number, got '" << v << "'\n";
+    std::exit(2);
+  }
+  return x;
+}
+
 std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &known) const {
   std::vector<std::string> out;
   for (auto &f : flags) {
@@ -44,7 +57,7 @@ std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &kn
 
 bool isSwitch(const std::string &name) {
   return name == "quiet" || name == "help" || name == "profile" || name == "fusion-report" ||
-         name == "print-ir-after-all";
+         name == "print-ir-after-all" || name == "no-cache" || name == "sample";
 }
 
 }  // namespace tfmc
@@ -87,10 +100,16 @@ commands:
       continues from one exactly where it stopped.
   translate <model.tfmx> (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model
       (--input file|- [--reference file] | --data <dir> [--split test_2016_flickr] [--src de --tgt en])
-      [--beam K] [--length-penalty A] [--batch N] [--output file] [--max-sentences N]
-      Translate with beam search (--beam 1: greedy; defaults from the spec's decoding:) over the
-      encode/decode entries (compile with --entries=forward,translate); with references, print
-      corpus BLEU (13a tokenization, as sacreBLEU's default).
+      [--beam K] [--length-penalty A] [--n-best N] [--batch N] [--max-batch-tokens N]
+      [--output file] [--output-format text|pieces|ids] [--max-sentences N] [--no-cache]
+      [--sample [--top-k K] [--top-p P] [--temperature T] [--seed N]] [--kernels=...] [--threads N]
+      Translate (compile with --entries=forward,translate): encode once per batch, then one
+      decode_step per output token with a K/V cache. --beam 1 is greedy (argmax); beam search
+      ranks by log P / ((5 + length) / 6)^A (GNMT; A and K default to the spec's decoding:).
+      --n-best N prints "index ||| text ||| score" for the N best of each sentence. --sample draws
+      tokens instead (beam 1). --input - translates standard input as lines arrive, writing each
+      batch in input order without waiting for the end. --no-cache runs the reference decoder
+      (the whole prefix every step). With references, prints corpus BLEU (13a tokenization).
   tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
       Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
       model specs expect); --vocab must equal the spec's vocabulary sizes.

@@ -294,6 +294,99 @@ def Tfm_SliceLastOp : Tfm_Op<"slice_last", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Incremental decoding: session state (the K/V cache) and the ops of `decode_step`, built by the
+// importer for --entries=...,translate. A cache is [rows, steps, d_model] with the heads side by
+// side in the last axis (head h at columns [h * head_dim, (h + 1) * head_dim)), as the projection
+// GEMM writes them.
+//===----------------------------------------------------------------------===//
+
+def Tfm_StateOp : Tfm_Op<"state", [Pure]> {
+  let summary = "A named session state tensor (kept across calls, updated in place)";
+  let description = [{
+    The runtime allocates one tensor per name per session (tfmrt::Session::bindStates binds the
+    dynamic dims: [rows, steps, d_model] for a cache). Only tfm.cache_reorder and tfm.cache_write
+    modify it; their results are the same state, so program order of the writes is data flow.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tfm_CacheReorderOp : Tfm_Op<"cache_reorder", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>]> {
+  let summary = "Beam reordering of a cache in place: row r <- row parents[r], positions [0, step)";
+  let description = [{
+    cache [Rc, Tc, D] (a tfm.state or a cache op's result), parents [R] i32 (R <= Rc, each in
+    [0, Rc)), step: tensor<i32> in [0, Tc]. Afterwards rows 0..R-1 hold, at positions [0, step),
+    what rows parents[0..R-1] held before; rows whose parent is themselves are not copied, so an
+    unchanged beam costs nothing. Rows past R are left as they are (finished sentences drop out of
+    the batch by being absent from parents). The result is the updated cache.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$cache, Tfm_I32Tensor:$parents, Tfm_I32Tensor:$step);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$cache `,` $parents `,` $step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_CacheWriteOp : Tfm_Op<"cache_write", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>]> {
+  let summary = "cache[r, step, :] = update[r, 0, :] for every row r of update, in place";
+  let description = [{
+    cache [Rc, Tc, D], update [R, 1, D] with R <= Rc, step: tensor<i32> in [0, Tc). The result is
+    the updated cache.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$cache, Tfm_F32Tensor:$update, Tfm_I32Tensor:$step);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$cache `,` $update `,` $step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tfm_CachedAttentionOp : Tfm_Op<"cached_attention", [Pure]> {
+  let summary = "One query row per cache row over the cache's positions [0, step]";
+  let description = [{
+    q [R, 1, Wq] (head h at columns q_offset + h * head_dim), k_cache and v_cache [Rc, Tc,
+    heads * head_dim] (R <= Rc), step: tensor<i32> -> [R, 1, heads * head_dim]: query row r
+    attends to positions 0..step of cache row r (decoder self-attention of the newest position,
+    which is causal by construction), softmax(q k^T * scale) v per head.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k_cache, Tfm_F32Tensor:$v_cache,
+                       Tfm_I32Tensor:$step, I64Attr:$heads, I64Attr:$head_dim,
+                       DefaultValuedAttr<I64Attr, "0">:$q_offset, F64Attr:$scale);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k_cache `,` $v_cache `,` $step attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_GatheredAttentionOp : Tfm_Op<"gathered_attention", [Pure]> {
+  let summary = "One query row attending to the keys of another batch's row rows[r]";
+  let description = [{
+    q [R, 1, Wq], k [N, S, Wk], v [N, S, Wv], key_keep [N, S] i1, rows [R] i32 in [0, N)
+    -> [R, 1, heads * head_dim]: query row r attends to row rows[r] of k and v where key_keep
+    holds (cross-attention of every hypothesis to its sentence's encoder output: the beam
+    shares one copy of K and V per sentence). Heads are read in place at the offsets, as in
+    tfm.fused_attention; a fully masked row gives zeros.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k, Tfm_F32Tensor:$v,
+                       Tfm_BoolTensor:$key_keep, Tfm_I32Tensor:$rows, I64Attr:$heads, I64Attr:$head_dim,
+                       DefaultValuedAttr<I64Attr, "0">:$q_offset, DefaultValuedAttr<I64Attr, "0">:$k_offset,
+                       DefaultValuedAttr<I64Attr, "0">:$v_offset, F64Attr:$scale);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $key_keep `,` $rows attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tfm_AddPositionAtOp : Tfm_Op<"add_position_at", [Pure]> {
+  let summary = "x [B, 1, D] + table[step] for a table [L, D] and step: tensor<i32> in [0, L)";
+  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$table, Tfm_I32Tensor:$step);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input `,` $table `,` $step attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Gradients: produced by tfm-autodiff, never by the importer. `dy` is the gradient of the loss
 // with respect to the forward op's result.
 //===----------------------------------------------------------------------===//

@@ -234,7 +234,7 @@ bool readFunction(Reader &r, EntryFunction &fn) {
   for (auto &v : fn.values) {
     uint8_t kind;
     if (!r.str(v.name, "value name") || !r.u8(kind, "value kind")) return false;
-    if (kind > uint8_t(ValueKind::Intermediate))
+    if (kind > uint8_t(ValueKind::State))
       return r.fail(cat("value '", v.name, "': unknown value kind code ", int(kind)));
     v.kind = ValueKind(kind);
     if (!readDType(r, v.dtype, "value dtype") || !r.shape(v.shape, "value shape") ||
@@ -279,6 +279,11 @@ bool readPayload(Reader &r, Artifact &a) {
     if (!r.str(c.name, "constant name") || !readDType(r, c.dtype, "constant dtype") ||
         !r.shape(c.shape, "constant shape") || !r.bytes(c.data, "constant data"))
       return false;
+  if (!r.count(n, 4 + 1 + 4, "states")) return false;
+  a.states.resize(n);
+  for (auto &st : a.states)
+    if (!r.str(st.name, "state name") || !readDType(r, st.dtype, "state dtype") || !r.shape(st.shape, "state shape"))
+      return false;
   if (!r.count(n, 4 * 5, "functions")) return false;
   a.functions.resize(n);
   for (auto &fn : a.functions)
@@ -318,6 +323,12 @@ const EntryFunction *Artifact::findFunction(const std::string &name) const {
   return nullptr;
 }
 
+bool Artifact::usesState(const EntryFunction &fn) const {
+  for (const ValueInfo &v : fn.values)
+    if (v.kind == ValueKind::State) return true;
+  return false;
+}
+
 int64_t Artifact::findParam(const std::string &name) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == name) return int64_t(i);
@@ -352,6 +363,12 @@ Status serializeArtifactUnchecked(const Artifact &artifact, std::vector<uint8_t>
     w.u8(uint8_t(c.dtype));
     w.shape(c.shape);
     w.bytes(c.data);
+  }
+  w.u32(uint32_t(artifact.states.size()));
+  for (const auto &st : artifact.states) {
+    w.str(st.name);
+    w.u8(uint8_t(st.dtype));
+    w.shape(st.shape);
   }
   w.u32(uint32_t(artifact.functions.size()));
   for (const auto &fn : artifact.functions) writeFunction(w, fn);

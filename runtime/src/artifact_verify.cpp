@@ -24,6 +24,7 @@ Status validateFunction(const Artifact &a, const EntryFunction &fn) {
   // defined[v]: the value is available (inputs, params, constants from the start; intermediates
   // once their producing node has been seen).
   std::vector<uint8_t> defined(nvalues, 0), isInput(nvalues, 0);
+  std::set<uint32_t> stateSeen;
   for (size_t v = 0; v < nvalues; ++v) {
     const ValueInfo &info = fn.values[v];
     std::string vw = cat(where, ": value ", v, " ('", info.name, "')");
@@ -48,6 +49,18 @@ Status validateFunction(const Artifact &a, const EntryFunction &fn) {
       if (c.dtype != info.dtype || c.shape != info.shape)
         return invalidArgument(cat(vw, ": declared ", dtypeName(info.dtype), shapeStr(info.shape), " but constant '",
                                    c.name, "' is ", dtypeName(c.dtype), shapeStr(c.shape)));
+      defined[v] = 1;
+      break;
+    }
+    case ValueKind::State: {
+      if (info.index >= a.states.size())
+        return invalidArgument(cat(vw, ": state index ", info.index, " out of range (", a.states.size(), " states)"));
+      const StateInfo &st = a.states[info.index];
+      if (st.dtype != info.dtype || st.shape != info.shape)
+        return invalidArgument(cat(vw, ": declared ", dtypeName(info.dtype), shapeStr(info.shape), " but state '",
+                                   st.name, "' is ", dtypeName(st.dtype), shapeStr(st.shape)));
+      if (!stateSeen.insert(info.index).second)
+        return invalidArgument(cat(vw, ": state '", st.name, "' has two values in one function"));
       defined[v] = 1;
       break;
     }
@@ -90,9 +103,11 @@ Status validateFunction(const Artifact &a, const EntryFunction &fn) {
       uint32_t id = node.outputs[i];
       if (id >= nvalues)
         return invalidArgument(cat(nw, ": result #", i, " refers to value ", id, ", but the function has ", nvalues, " values"));
+      // A State result is the state updated in place (it was defined from the start).
+      if (fn.values[id].kind == ValueKind::State) continue;
       if (fn.values[id].kind != ValueKind::Intermediate)
         return invalidArgument(cat(nw, ": result #", i, " writes value ", id, " ('", fn.values[id].name,
-                                   "') which is not an Intermediate"));
+                                   "') which is neither an Intermediate nor a State"));
       if (defined[id])
         return invalidArgument(cat(nw, ": result #", i, " redefines value ", id, " ('", fn.values[id].name, "')"));
       defined[id] = 1;
@@ -104,6 +119,9 @@ Status validateFunction(const Artifact &a, const EntryFunction &fn) {
       return invalidArgument(cat(where, ": output #", i, " refers to value ", id, ", but the function has ", nvalues, " values"));
     if (!defined[id])
       return invalidArgument(cat(where, ": output #", i, " ('", fn.values[id].name, "') is never produced"));
+    if (fn.values[id].kind == ValueKind::State)
+      return invalidArgument(cat(where, ": output #", i, " ('", fn.values[id].name,
+                                 "') is session state, which callers read through the Session, not as an output"));
   }
   return Status::OK();
 }
@@ -132,6 +150,18 @@ Status validateArtifact(const Artifact &a) {
     if (c.data.size() != expected)
       return invalidArgument(cat(what, ": has ", c.data.size(), " data bytes, but shape ", shapeStr(c.shape), " of ",
                                  dtypeName(c.dtype), " needs ", expected));
+  }
+  std::set<std::string> snames;
+  for (size_t i = 0; i < a.states.size(); ++i) {
+    const StateInfo &st = a.states[i];
+    std::string what = cat("state ", i, " ('", st.name, "')");
+    if (st.name.empty()) return invalidArgument(cat("state ", i, " has an empty name"));
+    if (!snames.insert(st.name).second) return invalidArgument(cat(what, ": duplicate state name"));
+    if (uint8_t(st.dtype) > uint8_t(DType::Bool)) return invalidArgument(cat(what, ": unknown dtype ", int(st.dtype)));
+    if (st.shape.empty() || st.shape.size() > kMaxRank)
+      return invalidArgument(cat(what, ": rank ", st.shape.size(), " is outside [1, ", kMaxRank, "]"));
+    for (int64_t d : st.shape)
+      if (d < kDynamicDim) return invalidArgument(cat(what, ": invalid dim ", d, " in shape ", shapeStr(st.shape)));
   }
   std::set<std::string> fnames;
   for (const auto &fn : a.functions) {

@@ -74,12 +74,19 @@ Status checkInputShapes(const EntryFunction &fn, const std::vector<Shape> &shape
 }
 
 Status inferEntryShapes(const EntryFunction &fn, const std::vector<uint8_t> &knownBeforeRun,
-                        const std::vector<const Shape *> &inputShapes, EntryShapes &out) {
+                        const std::vector<const Shape *> &inputShapes, EntryShapes &out,
+                        const std::vector<const Shape *> &stateShapes) {
   out.shapes.assign(fn.values.size(), Shape());
   out.bytes.assign(fn.values.size(), 0);
-  for (size_t v = 0; v < fn.values.size(); ++v)
+  for (size_t v = 0; v < fn.values.size(); ++v) {
     if (fn.values[v].kind == ValueKind::Parameter || fn.values[v].kind == ValueKind::Constant)
       out.shapes[v] = fn.values[v].shape;
+    if (fn.values[v].kind == ValueKind::State) {
+      if (fn.values[v].index >= stateShapes.size())
+        return invalidArgument(cat(entryStr(fn), " uses session state '", fn.values[v].name, "' that is not bound"));
+      out.shapes[v] = *stateShapes[fn.values[v].index];
+    }
+  }
   for (size_t p = 0; p < inputShapes.size(); ++p) out.shapes[fn.inputs[p]] = *inputShapes[p];
 
   std::vector<const Shape *> in;
@@ -104,6 +111,13 @@ Status inferEntryShapes(const EntryFunction &fn, const std::vector<uint8_t> &kno
     Status s = inferShape(node, in, shape);
     if (!s.ok()) return Status(s.code(), cat(where, ": ", s.message()));
     const ValueInfo &info = fn.values[result];
+    if (info.kind == ValueKind::State) {  // updated in place: the state keeps its bound shape
+      if (!shapesCompatible(info.shape, shape) || shape != *stateShapes[info.index])
+        return invalidArgument(cat(where, ": state '", info.name, "' would change shape from ",
+                                   shapeStr(*stateShapes[info.index]), " to ", shapeStr(shape)));
+      out.shapes[result] = *stateShapes[info.index];
+      continue;
+    }
     if (!shapesCompatible(info.shape, shape))
       return invalidArgument(cat(where, ": result '", info.name, "' has shape ", shapeStr(shape),
                                  " at run time, but the artifact declares ", shapeStr(info.shape)));
@@ -145,6 +159,8 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
     }
     TFMRT_RETURN_IF_ERROR(checkInputShapes(*fn, inputShapes));
     std::vector<const Shape *> in;
+    if (artifact.usesState(*fn))
+      return invalidArgument(cat("entry '", entry, "' uses session state: its memory is planned per Session"));
     for (const Shape &s : inputShapes) in.push_back(&s);
     EntryShapes shapes;
     TFMRT_RETURN_IF_ERROR(inferEntryShapes(*fn, findKnownBeforeRun(*fn), in, shapes));

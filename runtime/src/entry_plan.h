@@ -38,9 +38,11 @@ struct EntryShapes {
 
 // Shape inference over the whole entry for checked input shapes: every result is checked against
 // its declared shape; errors name the entry, node (index, op, loc) and, for a too-long sequence,
-// the caller's input. Nodes must have passed verifyNodeSchema.
+// the caller's input. Nodes must have passed verifyNodeSchema. `stateShapes` are the bound shapes of
+// the session's states (per artifact state), needed by entries that use state.
 Status inferEntryShapes(const EntryFunction &fn, const std::vector<uint8_t> &knownBeforeRun,
-                        const std::vector<const Shape *> &inputShapes, EntryShapes &out);
+                        const std::vector<const Shape *> &inputShapes, EntryShapes &out,
+                        const std::vector<const Shape *> &stateShapes = {});
 
 // What a plan amounts to: arena size, and the arena buffers without reuse.
 MemoryPlanSummary summarizePlan(const std::vector<size_t> &bytes, const MemoryPlan &plan);

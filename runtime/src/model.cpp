@@ -68,6 +68,7 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
       TFMRT_RETURN_IF_ERROR(impl.prepareEntry(impl.artifact.functions[i], impl.entries[i]));
     // Without parameters there are no weights to wait for: derive from the constants now.
     if (impl.artifact.params.empty()) TFMRT_RETURN_IF_ERROR(impl.evaluateWeightDerived());
+    TFMRT_RETURN_IF_ERROR(Session::create(*m, impl.session));
     model = std::move(m);
     return Status::OK();
   } catch (const std::bad_alloc &) {
@@ -94,6 +95,11 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     Shape inferred;
     TFMRT_RETURN_IF_ERROR(withContext(where, inferShape(node, inShapes, inferred)));
     const ValueInfo &result = fn.values[node.outputs[0]];
+    // A state result is its State operand updated in place: one buffer, so the same value.
+    if (result.kind == ValueKind::State &&
+        std::find(node.inputs.begin(), node.inputs.end(), node.outputs[0]) == node.inputs.end())
+      return invalidArgument(cat(where, ": result '", result.name, "' is session state but not one of the operands "
+                                 "(state is only updated in place)"));
     if (!shapesCompatible(result.shape, inferred))
       return invalidArgument(cat(where, ": result '", result.name, "' is declared ", shapeStr(result.shape),
                                  " but its operands imply ", shapeStr(inferred)));
@@ -153,8 +159,8 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
                                   cat("the ", logits.shape.back(), "-way output vocabulary")});
     }
   }
-  state.data.assign(fn.values.size(), nullptr);
   state.refs.assign(maxArity, TensorRef());
+  state.usesState = artifact.usesState(fn);
   return Status::OK();
 }
 
@@ -174,8 +180,84 @@ std::vector<KernelProfile> Model::profile() const {
 void Model::resetProfile() { impl_->profile.clear(); }
 
 MemoryPlanSummary Model::lastMemoryPlan(const std::string &entry) const {
-  EntryState *state = impl_->findEntry(entry);
-  return state ? state->lastPlan : MemoryPlanSummary();
+  return impl_->session->lastMemoryPlan(entry);
+}
+
+Session::Session() : impl_(std::make_unique<Impl>()) {}
+Session::~Session() = default;
+
+Status Session::create(Model &model, std::unique_ptr<Session> &session) {
+  try {
+    std::unique_ptr<Session> s(new Session());
+    s->impl_->model = model.impl_.get();
+    s->impl_->runs.resize(model.impl_->entries.size());
+    for (size_t i = 0; i < model.impl_->entries.size(); ++i) {
+      const EntryState &e = model.impl_->entries[i];
+      s->impl_->runs[i].data.assign(e.fn->values.size(), nullptr);
+      s->impl_->runs[i].refs.assign(e.refs.size(), TensorRef());
+    }
+    session = std::move(s);
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while creating a session");
+  }
+}
+
+Status Session::bindStates(const std::vector<int64_t> &dims) {
+  const Artifact &a = impl_->model->artifact;
+  std::vector<Shape> shapes;
+  for (const StateInfo &st : a.states) {
+    Shape shape = st.shape;
+    size_t next = 0;
+    for (int64_t &d : shape) {
+      if (d != kDynamicDim) continue;
+      if (next >= dims.size())
+        return invalidArgument(cat("bindStates: state '", st.name, "' ", shapeStr(st.shape), " has more dynamic dims than the ",
+                                   dims.size(), " given"));
+      if (dims[next] < 1) return invalidArgument(cat("bindStates: dims must be >= 1, got ", dims[next]));
+      d = dims[next++];
+    }
+    if (next != dims.size())
+      return invalidArgument(cat("bindStates: state '", st.name, "' ", shapeStr(st.shape), " has ", next,
+                                 " dynamic dims, ", dims.size(), " given"));
+    int64_t numel;
+    if (!checkedNumel(shape, int64_t(1) << 36, numel))
+      return invalidArgument(cat("bindStates: state '", st.name, "' of shape ", shapeStr(shape), " is too large"));
+    shapes.push_back(std::move(shape));
+  }
+  try {
+    impl_->states.resize(a.states.size());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor &t = impl_->states[i];
+      bool fits = t.shape.size() == shapes[i].size();
+      for (size_t d = 0; fits && d < shapes[i].size(); ++d) fits = t.shape[d] >= shapes[i][d];
+      if (fits) continue;
+      t = Tensor();  // free first
+      t = Tensor(a.states[i].dtype, shapes[i]);  // zero-filled
+    }
+  } catch (const std::bad_alloc &) {
+    impl_->states.clear();
+    return internalError("bindStates: out of memory");
+  }
+  return Status::OK();
+}
+
+const Tensor *Session::state(const std::string &name) const {
+  const Artifact &a = impl_->model->artifact;
+  for (size_t i = 0; i < a.states.size() && i < impl_->states.size(); ++i)
+    if (a.states[i].name == name) return &impl_->states[i];
+  return nullptr;
+}
+
+int64_t Session::stateBytes() const {
+  int64_t n = 0;
+  for (const Tensor &t : impl_->states) n += int64_t(t.nbytes());
+  return n;
+}
+
+MemoryPlanSummary Session::lastMemoryPlan(const std::string &entry) const {
+  EntryState *state = impl_->model->findEntry(entry);
+  return state ? impl_->runs[impl_->model->entryIndex(*state)].lastPlan : MemoryPlanSummary();
 }
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {

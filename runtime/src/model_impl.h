@@ -28,11 +28,12 @@ struct IdCheck {
 
 // Everything that depends on one set of input shapes: value shapes and buffer offsets.
 struct ShapePlan {
-  std::vector<Shape> inputShapes;  // the cache key, with `threads`
+  std::vector<Shape> inputShapes;  // the cache key, with `threads` and `stateShapes`
+  std::vector<Shape> stateShapes;  // of the session's states when planned (per artifact state)
   int threads = 0;                 // OpenMP threads kernel scratch was sized for
   std::vector<Shape> shapes;       // per value id
   std::vector<size_t> offsets;     // per value id (run-time intermediates)
-  size_t arenaBytes = 0;           // intermediates, then kernel scratch (in EntryState::arena)
+  size_t arenaBytes = 0;           // intermediates, then kernel scratch (in EntryRun::arena)
   size_t scratchOffset = 0, scratchBytes = 0;
   MemoryPlanSummary summary;
   uint64_t lastUse = 0;
@@ -51,13 +52,19 @@ struct EntryState {
   // Has nodes that update parameters in place (tfm.adam_update): after each run, weight-derived
   // values and packed weights of every entry are refreshed.
   bool mutatesWeights = false;
+  bool usesState = false;  // has State values: runs only once the session's states are bound
+  std::vector<TensorRef> refs;  // operands then results of a node evaluated when weights are set
+};
+
+// What one Session keeps per entry: the plans of the input shapes seen and the arena they share.
+struct EntryRun {
   std::vector<std::unique_ptr<ShapePlan>> plans;  // LRU cache
   // One arena per entry, shared by its plans (calls run one at a time): grown to the largest plan
   // used so far, so varying batch shapes (a corpus) stop allocating once the largest has been seen.
   Tensor arena;
   uint64_t clock = 0;
   MemoryPlanSummary lastPlan;  // of the most recent run()
-  // Per-call scratch, sized at load so run() does not allocate.
+  // Per-call scratch, sized when the session is created so run() does not allocate.
   std::vector<void *> data;      // per value id
   std::vector<TensorRef> refs;   // operands then results of the node being run
 };
@@ -72,17 +79,25 @@ struct Model::Impl {
   uint64_t weightsVersion = 0;
   std::vector<EntryState> entries;
   std::map<std::string, KernelProfile> profile;  // by kernel name, under options.profile
+  std::unique_ptr<Session> session;  // the one Model::run uses
 
   Status prepareEntry(const EntryFunction &fn, EntryState &state);
   EntryState *findEntry(const std::string &name);
-  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
-  Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
+  size_t entryIndex(const EntryState &state) const { return size_t(&state - entries.data()); }
   // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
   // and lets kernels re-derive cached weights. On failure the previous weights are restored.
   Status installWeights(std::vector<Tensor> fresh, bool resetTrainingState = true);
   Status evaluateWeightDerived();
   // Memory of a value known before run() (parameter, constant, derived); null otherwise.
   void *knownData(const EntryState &state, uint32_t v);
+};
+
+struct Session::Impl {
+  Model::Impl *model = nullptr;
+  std::vector<EntryRun> runs;  // per model entry
+  std::vector<Tensor> states;  // per artifact state; empty until bindStates
+  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
 };
 
 // Applies RuntimeOptions::num_threads to the calling thread for the duration of a call.

@@ -38,8 +38,12 @@ Status checkInputs(const EntryFunction &fn, const std::vector<Tensor> &inputs) {
 }  // namespace
 
 Status Model::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  return impl_->session->run(entry, inputs, outputs);
+}
+
+Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
   try {
-    OmpThreadsScope threads(impl_->options.num_threads);
+    OmpThreadsScope threads(impl_->model->options.num_threads);
     return impl_->run(entry, inputs, outputs);
   } catch (const std::bad_alloc &) {
     return internalError(cat("entry '", entry, "': out of memory"));
@@ -48,8 +52,10 @@ Status Model::run(const std::string &entry, const std::vector<Tensor> &inputs, s
   }
 }
 
-Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
-  EntryState *state = findEntry(entry);
+Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  Model::Impl &m = *model;
+  const Artifact &artifact = m.artifact;
+  EntryState *state = m.findEntry(entry);
   if (!state) {
     std::string names;
     for (const auto &fn : artifact.functions) names += cat(names.empty() ? "" : ", ", "'", fn.name, "'");
@@ -57,15 +63,20 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
                         names.empty() ? std::string("none") : names, ")"));
   }
   const EntryFunction &fn = *state->fn;
-  if (!hasWeights && !artifact.params.empty())
+  EntryRun &er = runs[m.entryIndex(*state)];
+  if (!m.hasWeights && !artifact.params.empty())
     return invalidArgument(cat(entryStr(fn), ": weights are not set: call initWeights(seed) or loadWeights(path) before run()"));
   TFMRT_RETURN_IF_ERROR(checkInputs(fn, inputs));
+  if (state->usesState && states.size() != artifact.states.size())
+    return invalidArgument(cat(entryStr(fn), " uses session state (a K/V cache): bind it with Session::bindStates "
+                                  "before run()"));
 
   // The plan for these input shapes: cached, else built (shape inference + buffer planning).
   ShapePlan *plan = nullptr;
   const int threads = omp_get_max_threads();  // inside run()'s OmpThreadsScope: the run's count
-  for (auto &p : state->plans) {
+  for (auto &p : er.plans) {
     bool same = p->threads == threads;
+    for (size_t i = 0; i < p->stateShapes.size() && same && state->usesState; ++i) same = p->stateShapes[i] == states[i].shape;
     for (size_t i = 0; i < inputs.size() && same; ++i) same = p->inputShapes[i] == inputs[i].shape;
     if (same) {
       plan = p.get();
@@ -75,16 +86,16 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
   if (!plan) {
     auto fresh = std::make_unique<ShapePlan>();
     TFMRT_RETURN_IF_ERROR(buildShapePlan(*state, inputs, *fresh));
-    if (state->plans.size() >= kMaxShapePlans) {
-      auto oldest = std::min_element(state->plans.begin(), state->plans.end(),
+    if (er.plans.size() >= kMaxShapePlans) {
+      auto oldest = std::min_element(er.plans.begin(), er.plans.end(),
                                      [](const auto &x, const auto &y) { return x->lastUse < y->lastUse; });
-      state->plans.erase(oldest);
+      er.plans.erase(oldest);
     }
-    state->plans.push_back(std::move(fresh));
-    plan = state->plans.back().get();
+    er.plans.push_back(std::move(fresh));
+    plan = er.plans.back().get();
   }
-  plan->lastUse = ++state->clock;
-  state->lastPlan = plan->summary;
+  plan->lastUse = ++er.clock;
+  er.lastPlan = plan->summary;
 
   for (const IdCheck &c : state->idChecks) {
     const Tensor &t = inputs[c.inputPos];
@@ -99,16 +110,17 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
 
   // Bind every value to memory: caller inputs, weights, constants, weight-derived buffers, arena
   // slices.
-  if (state->arena.nbytes() < plan->arenaBytes) {
-    state->arena = Tensor();  // free first: the old and new arena need not coexist
-    state->arena = Tensor(DType::Bool, {int64_t(plan->arenaBytes)});
+  if (er.arena.nbytes() < plan->arenaBytes) {
+    er.arena = Tensor();  // free first: the old and new arena need not coexist
+    er.arena = Tensor(DType::Bool, {int64_t(plan->arenaBytes)});
   }
-  uint8_t *arena = plan->arenaBytes ? static_cast<uint8_t *>(state->arena.rawData()) : nullptr;
+  uint8_t *arena = plan->arenaBytes ? static_cast<uint8_t *>(er.arena.rawData()) : nullptr;
   for (size_t v = 0; v < fn.values.size(); ++v) {
-    if (state->knownBeforeRun[v]) state->data[v] = knownData(*state, uint32_t(v));
-    else if (fn.values[v].kind == ValueKind::Intermediate) state->data[v] = arena ? arena + plan->offsets[v] : nullptr;
+    if (state->knownBeforeRun[v]) er.data[v] = m.knownData(*state, uint32_t(v));
+    else if (fn.values[v].kind == ValueKind::Intermediate) er.data[v] = arena ? arena + plan->offsets[v] : nullptr;
+    else if (fn.values[v].kind == ValueKind::State) er.data[v] = states[fn.values[v].index].rawData();
   }
-  for (size_t p = 0; p < inputs.size(); ++p) state->data[fn.inputs[p]] = const_cast<void *>(inputs[p].rawData());
+  for (size_t p = 0; p < inputs.size(); ++p) er.data[fn.inputs[p]] = const_cast<void *>(inputs[p].rawData());
 
   // A training step writes parameters in place (tfm.adam_update): whatever happens below, the
   // weight-derived values (merged projection weights) and packed copies of every entry are
@@ -129,31 +141,31 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
       ++impl.weightsVersion;
       return impl.evaluateWeightDerived();
     }
-  } refresh{*this, state->mutatesWeights};
+  } refresh{m, state->mutatesWeights};
   auto fail = [&](Status s) {
     Status r = refresh.finish();
     return s.ok() ? r : s;
   };
 
-  const bool profiling = options.profile;
+  const bool profiling = m.options.profile;
   for (size_t i : state->runNodes) {
     const Node &node = fn.nodes[i];
-    TensorRef *refs = state->refs.data();
+    TensorRef *refs = er.refs.data();
     size_t r = 0;
-    for (uint32_t v : node.inputs) refs[r++] = {fn.values[v].dtype, &plan->shapes[v], state->data[v]};
-    for (uint32_t v : node.outputs) refs[r++] = {fn.values[v].dtype, &plan->shapes[v], state->data[v]};
+    for (uint32_t v : node.inputs) refs[r++] = {fn.values[v].dtype, &plan->shapes[v], er.data[v]};
+    for (uint32_t v : node.outputs) refs[r++] = {fn.values[v].dtype, &plan->shapes[v], er.data[v]};
     KernelArgs args;
     args.inputs = refs;
     args.numInputs = node.inputs.size();
     args.outputs = refs + node.inputs.size();
     args.numOutputs = node.outputs.size();
-    args.weightsVersion = weightsVersion;
+    args.weightsVersion = m.weightsVersion;
     args.scratch = plan->scratchBytes ? arena + plan->scratchOffset : nullptr;
     args.scratchBytes = plan->scratchBytes;
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = state->kernels[i]->run(args);
     if (profiling) {
-      KernelProfile &entry = profile[state->kernels[i]->name()];
+      KernelProfile &entry = m.profile[state->kernels[i]->name()];
       entry.calls += 1;
       entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
@@ -167,21 +179,26 @@ Status Model::Impl::run(const std::string &entry, const std::vector<Tensor> &inp
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
     const uint32_t v = fn.outputs[o];
     outputs[o].resize(fn.values[v].dtype, plan->shapes[v]);
-    if (outputs[o].nbytes()) std::memcpy(outputs[o].rawData(), state->data[v], outputs[o].nbytes());
+    if (outputs[o].nbytes()) std::memcpy(outputs[o].rawData(), er.data[v], outputs[o].nbytes());
   }
   return Status::OK();
 }
 
-Status Model::Impl::buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan) {
+Status Session::Impl::buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan) {
   const EntryFunction &fn = *state.fn;
   plan.inputShapes.clear();
-  std::vector<const Shape *> in;
+  std::vector<const Shape *> in, st;
   for (const Tensor &t : inputs) {
     plan.inputShapes.push_back(t.shape);
     in.push_back(&t.shape);
   }
+  plan.stateShapes.clear();
+  for (const Tensor &t : states) {
+    plan.stateShapes.push_back(t.shape);
+    st.push_back(&t.shape);
+  }
   EntryShapes shapes;
-  TFMRT_RETURN_IF_ERROR(inferEntryShapes(fn, state.knownBeforeRun, in, shapes));
+  TFMRT_RETURN_IF_ERROR(inferEntryShapes(fn, state.knownBeforeRun, in, shapes, st));
   MemoryPlan mp = planMemory(fn, shapes.bytes);
   plan.summary = summarizePlan(shapes.bytes, mp);
   plan.shapes = std::move(shapes.shapes);

@@ -117,6 +117,7 @@ void *Model::Impl::knownData(const EntryState &state, uint32_t v) {
   case ValueKind::Constant: return constants[info.index].rawData();
   case ValueKind::Intermediate: return state.knownBeforeRun[v] ? const_cast<Tensor &>(state.derived[v]).rawData() : nullptr;
   case ValueKind::Input: return nullptr;
+  case ValueKind::State: return nullptr;
   }
   return nullptr;
 }

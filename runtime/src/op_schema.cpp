@@ -50,6 +50,17 @@ std::vector<OpSchema> buildSchemas() {
       {"tfm.concat", {{"inputs", F, 1, kAny, Arity::Variadic}}, F, {}},
       {"tfm.slice_last", {{"x", F, 1, kAny}}, F, {{"offset", K::Int, true, 0}, {"size", K::Int, true, 0}}},
       {"tfm.last_position", {{"x", F, 3, 3}}, F, {}},
+      // Incremental decoding (dialects/tfm/README.md, "Incremental decoding").
+      {"tfm.cache_reorder", {{"cache", F, 3, 3}, {"parents", I, 1, 1}, {"step", I, 0, 0}}, F, {}},
+      {"tfm.cache_write", {{"cache", F, 3, 3}, {"update", F, 3, 3}, {"step", I, 0, 0}}, F, {}},
+      {"tfm.cached_attention", {{"q", F, 3, 3}, {"k_cache", F, 3, 3}, {"v_cache", F, 3, 3}, {"step", I, 0, 0}}, F,
+       {{"heads", K::Int, true, 0}, {"head_dim", K::Int, true, 0}, {"q_offset", K::Int, false, 0},
+        {"scale", K::Float, true, 0}}},
+      {"tfm.gathered_attention",
+       {{"q", F, 3, 3}, {"k", F, 3, 3}, {"v", F, 3, 3}, {"key_keep", B, 2, 2}, {"rows", I, 1, 1}}, F,
+       {{"heads", K::Int, true, 0}, {"head_dim", K::Int, true, 0}, {"q_offset", K::Int, false, 0},
+        {"k_offset", K::Int, false, 0}, {"v_offset", K::Int, false, 0}, {"scale", K::Float, true, 0}}},
+      {"tfm.add_position_at", {{"x", F, 3, 3}, {"table", F, 2, 2}, {"step", I, 0, 0}}, F, {}},
       // Gradient ops (dialects/tfm/README.md, "Gradient ops").
       {"tfm.weight_grad", {{"dy", F, 2, kAny}, {"x", F, 2, kAny}}, F, {}},
       {"tfm.bias_grad", {{"dy", F, 1, kAny}}, F, {}},

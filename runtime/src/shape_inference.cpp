@@ -195,6 +195,62 @@ Status sliceLast(const Shape &x, int64_t offset, int64_t size, Shape &out) {
   return Status::OK();
 }
 
+// Incremental decoding ------------------------------------------------------------------------
+
+Status columns(const char *what, int64_t width, int64_t offset, int64_t needed) {
+  if (offset < 0 || (width != kDynamicDim && offset + needed > width))
+    return invalidArgument(cat(what, " columns [", offset, ", ", offset + needed, ") exceed its width ", width));
+  return Status::OK();
+}
+
+Status rowsWithin(const char *what, int64_t rows, int64_t capacity) {
+  if (rows != kDynamicDim && capacity != kDynamicDim && rows > capacity)
+    return invalidArgument(cat(what, " has ", rows, " rows but the cache only ", capacity));
+  return Status::OK();
+}
+
+Status cacheReorder(const Shape &cache, const Shape &parents, Shape &out) {
+  TFMRT_RETURN_IF_ERROR(rowsWithin("parents", parents[0], cache[0]));
+  out = cache;
+  return Status::OK();
+}
+
+Status cacheWrite(const Shape &cache, const Shape &update, Shape &out) {
+  TFMRT_RETURN_IF_ERROR(rowsWithin("update", update[0], cache[0]));
+  if (!compatible(update[1], 1) || !compatible(update[2], cache[2]))
+    return mismatch("update must be [R, 1, D] for a cache [Rc, Tc, D]", update, cache);
+  out = cache;
+  return Status::OK();
+}
+
+Status cachedAttention(const Node &node, const Shape &q, const Shape &k, const Shape &v, Shape &out) {
+  const int64_t hd = attrInt(node, "heads") * attrInt(node, "head_dim");
+  if (attrInt(node, "heads") <= 0 || attrInt(node, "head_dim") <= 0)
+    return invalidArgument("heads and head_dim must be positive");
+  TFMRT_RETURN_IF_ERROR(columns("q", q[2], attrInt(node, "q_offset"), hd));
+  if (!compatible(q[1], 1)) return invalidArgument(cat("q must have length 1, got ", shapeStr(q)));
+  if (!compatible(k[2], hd) || k != v) return mismatch("k_cache and v_cache must both be [Rc, Tc, heads * head_dim]", k, v);
+  TFMRT_RETURN_IF_ERROR(rowsWithin("q", q[0], k[0]));
+  out = {q[0], 1, hd};
+  return Status::OK();
+}
+
+Status gatheredAttention(const Node &node, const Shape &q, const Shape &k, const Shape &v, const Shape &keep,
+                         const Shape &rows, Shape &out) {
+  const int64_t hd = attrInt(node, "heads") * attrInt(node, "head_dim");
+  if (attrInt(node, "heads") <= 0 || attrInt(node, "head_dim") <= 0)
+    return invalidArgument("heads and head_dim must be positive");
+  TFMRT_RETURN_IF_ERROR(columns("q", q[2], attrInt(node, "q_offset"), hd));
+  TFMRT_RETURN_IF_ERROR(columns("k", k[2], attrInt(node, "k_offset"), hd));
+  TFMRT_RETURN_IF_ERROR(columns("v", v[2], attrInt(node, "v_offset"), hd));
+  if (!compatible(q[1], 1)) return invalidArgument(cat("q must have length 1, got ", shapeStr(q)));
+  if (!compatible(k[0], v[0]) || !compatible(k[1], v[1])) return mismatch("k and v must have the same [N, S]", k, v);
+  if (!compatible(keep[0], k[0]) || !compatible(keep[1], k[1])) return mismatch("key_keep must be [N, S] of k", keep, k);
+  if (!compatible(rows[0], q[0])) return mismatch("rows must have one entry per query row", rows, q);
+  out = {merge(q[0], rows[0]), 1, hd};
+  return Status::OK();
+}
+
 }  // namespace
 
 Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape &out) {
@@ -213,6 +269,16 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   if (op == "tfm.label_smoothed_xent") return xent(*in[0], *in[1], out);
   if (op == "tfm.fused_attention") return fusedAttention(node, *in[0], *in[1], *in[2], *in[3], out);
   if (op == "tfm.linear") return linear(in, out);
+  if (op == "tfm.cache_reorder") return cacheReorder(*in[0], *in[1], out);
+  if (op == "tfm.cache_write") return cacheWrite(*in[0], *in[1], out);
+  if (op == "tfm.cached_attention") return cachedAttention(node, *in[0], *in[1], *in[2], out);
+  if (op == "tfm.gathered_attention") return gatheredAttention(node, *in[0], *in[1], *in[2], *in[3], *in[4], out);
+  if (op == "tfm.add_position_at") {
+    if (!compatible((*in[0])[1], 1) || !compatible((*in[0])[2], (*in[1])[1]))
+      return mismatch("x must be [B, 1, D] for a table [L, D]", *in[0], *in[1]);
+    out = *in[0];
+    return Status::OK();
+  }
   if (op == "tfm.add_layer_norm") {
     Shape sum;
     TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[1], sum));

@@ -1,41 +1,212 @@
 #include "tfmdata/search.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
 
 namespace tfmdata {
 namespace {
 
-struct Hypothesis {
-  std::vector<int32_t> tokens;  // generated ids, EOS excluded
-  double score = 0;             // sum of log-probabilities
+using tfmrt::Status;
+using tfmrt::Tensor;
+
+double lengthPenalty(size_t length, double alpha) { return std::pow((5.0 + double(length)) / 6.0, alpha); }
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A uniform draw in [0, 1) keyed by (seed, sentence, position): independent of batching.
+double uniformDraw(uint64_t seed, uint64_t sentence, int64_t position) {
+  const uint64_t key = splitmix64(seed ^ splitmix64(sentence ^ splitmix64(uint64_t(position))));
+  return double(key >> 11) * (1.0 / 9007199254740992.0);
+}
+
+struct Live {
+  std::vector<int32_t> tokens;
+  double logProb = 0;
+  int32_t row = 0;  // its row in the last decoder call (the cache row holding its prefix)
 };
 
 struct SentenceState {
-  std::vector<Hypothesis> live, finished;
-  std::vector<double> finishedScores;  // length-normalised
-  int64_t maxOut = 0;                  // generated tokens allowed, EOS included
+  std::vector<Live> live;
+  std::vector<Hypothesis> finished;
+  int64_t maxOut = 0;  // output tokens allowed, EOS included
   bool done = false;
 };
 
-double lengthNormalised(double score, size_t length, double alpha) {
-  return score / std::pow((5.0 + double(length)) / 6.0, alpha);
+// Per row of a decoder call: log-sum-exp of the logits and the best `keep` tokens, best first
+// (ties: lower id first), never `skipA` / `skipB` (padding and BOS: a generated pad would be
+// masked as padding when the prefix is read back, so no search may emit it).
+struct RowTop {
+  double lse = 0;
+  std::vector<std::pair<float, int32_t>> best;
+};
+
+void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t skipB, RowTop &out) {
+  float mx = z[0];
+  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
+  out.lse = double(mx) + std::log(sum);
+  // A small sorted buffer: V is large, keep is 2 x beam.
+  auto &best = out.best;
+  best.clear();
+  auto better = [](const std::pair<float, int32_t> &a, const std::pair<float, int32_t> &b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  for (int64_t v = 0; v < V; ++v) {
+    if (v == skipA || v == skipB) continue;
+    const std::pair<float, int32_t> c{z[v], int32_t(v)};
+    if (best.size() == keep && !better(c, best.back())) continue;
+    auto pos = std::upper_bound(best.begin(), best.end(), c, better);
+    best.insert(pos, c);
+    if (best.size() > keep) best.pop_back();
+  }
 }
 
 }  // namespace
 
-tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<int32_t>> &sources,
-                             const SearchOptions &o, std::vector<std::vector<int32_t>> &outputs) {
+// Produces next-token logits [R, 1, V] for rows given by (sentence, parent row, last token).
+struct Translator::Decoder {
+  virtual ~Decoder() = default;
+  // src [N, S]; the batch may have up to `maxRows` rows and `maxSteps` positions.
+  virtual Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) = 0;
+  virtual Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
+                      const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) = 0;
+};
+
+namespace {
+
+// encode once, then decode_step with the session's K/V cache.
+class CachedDecoder final : public Translator::Decoder {
+public:
+  explicit CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
+      : session_(std::move(session)), bos_(bos) {}
+  Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) override {
+    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
+    TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, maxSteps}));
+    inputs_.assign(5, Tensor());
+    inputs_[4] = src;
+    for (size_t i = 1; i < encoded_.size(); ++i) inputs_.push_back(std::move(encoded_[i]));
+    return Status::OK();
+  }
+  Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
+              const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) override {
+    const int64_t R = int64_t(rowSentence.size());
+    std::vector<int32_t> tokens(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) tokens[r] = prefixes[r]->empty() ? bos_ : prefixes[r]->back();
+    inputs_[0] = Tensor::i32({R, 1}, tokens);
+    inputs_[1] = Tensor::i32({}, {int32_t(t)});
+    inputs_[2] = Tensor::i32({R}, parents);
+    inputs_[3] = Tensor::i32({R}, rowSentence);
+    TFMRT_RETURN_IF_ERROR(session_->run("decode_step", inputs_, out_));
+    logits = &out_[0];
+    return Status::OK();
+  }
+
+private:
+  std::unique_ptr<tfmrt::Session> session_;
+  int32_t bos_;
+  std::vector<Tensor> encoded_, inputs_, out_;
+};
+
+// The reference path: `decode` over [BOS] + prefix for every row, every step.
+class FullPrefixDecoder final : public Translator::Decoder {
+public:
+  explicit FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
+      : session_(std::move(session)), bos_(bos) {}
+  Status begin(const Tensor &src, int64_t, int64_t) override {
+    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
+    src_ = src;
+    repSentences_.clear();
+    return Status::OK();
+  }
+  Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &,
+              const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) override {
+    const int64_t R = int64_t(rowSentence.size()), S = src_.shape[1], D = encoded_[0].shape[2], T = t + 1;
+    // Source and memory rows per hypothesis, rebuilt only when some row's sentence changes.
+    if (rowSentence != repSentences_) {
+      srcRep_ = Tensor(tfmrt::DType::I32, {R, S});
+      memRep_ = Tensor(tfmrt::DType::F32, {R, S, D});
+      for (int64_t r = 0; r < R; ++r) {
+        const int64_t n = rowSentence[r];
+        std::memcpy(srcRep_.data<int32_t>() + r * S, src_.data<int32_t>() + n * S, size_t(S) * sizeof(int32_t));
+        std::memcpy(memRep_.data<float>() + r * S * D, encoded_[0].data<float>() + n * S * D,
+                    size_t(S * D) * sizeof(float));
+      }
+      repSentences_ = rowSentence;
+    }
+    Tensor tgt(tfmrt::DType::I32, {R, T});
+    for (int64_t r = 0; r < R; ++r) {
+      int32_t *row = tgt.data<int32_t>() + r * T;
+      row[0] = bos_;
+      std::copy(prefixes[r]->begin(), prefixes[r]->end(), row + 1);
+    }
+    TFMRT_RETURN_IF_ERROR(session_->run("decode", {srcRep_, memRep_, tgt}, out_));
+    logits = &out_[0];
+    return Status::OK();
+  }
+
+private:
+  std::unique_ptr<tfmrt::Session> session_;
+  int32_t bos_;
+  Tensor src_, srcRep_, memRep_;
+  std::vector<int32_t> repSentences_;
+  std::vector<Tensor> encoded_, out_;
+};
+
+}  // namespace
+
+Translator::~Translator() = default;
+
+Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<Translator> &out) {
+  if (o.beam < 1) return tfmrt::invalidArgument("beam must be >= 1");
+  if (o.nBest < 1 || o.nBest > o.beam)
+    return tfmrt::invalidArgument("n-best " + std::to_string(o.nBest) + " must be in [1, beam = " +
+                                  std::to_string(o.beam) + "]");
+  if (o.sample && o.beam != 1) return tfmrt::invalidArgument("sampling draws one hypothesis: it needs beam 1");
+  if (o.sample && !(o.temperature > 0)) return tfmrt::invalidArgument("temperature must be > 0");
+  if (o.topK < 0) return tfmrt::invalidArgument("top-k must be >= 0");
+  if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("top-p must be in (0, 1]");
+  if (!(o.lengthPenalty >= 0)) return tfmrt::invalidArgument("length penalty must be >= 0");
+  if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
+  const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
+  for (const char *entry : needed)
+    if (!model.artifact().findFunction(entry))
+      return tfmrt::notFound(std::string("the model has no '") + entry +
+                             "' entry: compile it with --entries=forward,translate");
+  std::unique_ptr<tfmrt::Session> session;
+  TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
+  std::unique_ptr<Translator> t(new Translator());
+  t->options_ = o;
+  if (o.useCache) t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos);
+  else t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
+  out = std::move(t);
+  return Status::OK();
+}
+
+Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
+                             const std::vector<uint64_t> *sentenceIds) {
+  const SearchOptions &o = options_;
   const int64_t N = int64_t(sources.size());
-  outputs.assign(size_t(N), {});
-  if (N == 0) return tfmrt::Status::OK();
-  const int K = std::max(1, o.beam);
+  out.assign(size_t(N), {});
+  if (N == 0) return Status::OK();
+  if (sentenceIds && sentenceIds->size() != sources.size())
+    return tfmrt::invalidArgument("one sentence id per source is needed");
+  const int K = o.beam;
+  const bool greedy = K == 1;
 
   // Sources with EOS, truncated to max_len, padded.
-  int64_t S = 1;
+  int64_t S = 1, maxSteps = 1;
   for (const auto &s : sources) S = std::max<int64_t>(S, std::min<int64_t>(int64_t(s.size()) + 1, o.maxLen));
   std::vector<int32_t> srcIds(size_t(N * S), o.pad);
   std::vector<SentenceState> state(static_cast<size_t>(N));
@@ -45,108 +216,178 @@ tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<
     srcIds[n * S + len] = o.eos;
     state[n].maxOut = std::max<int64_t>(
         1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
-    state[n].live.push_back(Hypothesis());
+    maxSteps = std::max(maxSteps, state[n].maxOut);
+    Live root;
+    root.row = int32_t(n);
+    state[n].live.push_back(std::move(root));
   }
-  const tfmrt::Tensor src = tfmrt::Tensor::i32({N, S}, srcIds);
-  std::vector<tfmrt::Tensor> encoded;
-  TFMRT_RETURN_IF_ERROR(model.run("encode", {src}, encoded));
-  const tfmrt::Tensor &memory = encoded[0];
-  const int64_t D = memory.shape[2];
+  TFMRT_RETURN_IF_ERROR(decoder_->begin(Tensor::i32({N, S}, srcIds), N * K, maxSteps));
 
-  std::vector<tfmrt::Tensor> decoded;
-  // Source and memory rows per hypothesis; rebuilt only when the sentence of some row changes
-  // (a sentence finishes, or its beam fills up), not every step.
-  tfmrt::Tensor srcRep, memRep;
-  std::vector<int64_t> repSentences;
-  std::vector<int32_t> idx;
+  std::vector<int32_t> rowSentence, parents;
+  std::vector<const std::vector<int32_t> *> prefixes;
+  std::vector<RowTop> tops;
+  const size_t keep = greedy ? 1 : size_t(2 * K);
   for (int64_t t = 0;; ++t) {
-    // Rows: every live hypothesis of every unfinished sentence.
-    std::vector<std::pair<int64_t, int>> rows;  // (sentence, live index)
-    std::vector<int64_t> rowSentences;
+    rowSentence.clear();
+    parents.clear();
+    prefixes.clear();
     for (int64_t n = 0; n < N; ++n)
       if (!state[n].done)
         for (int j = 0; j < int(state[n].live.size()); ++j) {
-          rows.push_back({n, j});
-          rowSentences.push_back(n);
+          rowSentence.push_back(int32_t(n));
+          parents.push_back(state[n].live[j].row);
+          prefixes.push_back(&state[n].live[j].tokens);
         }
-    if (rows.empty()) break;
-    const int64_t R = int64_t(rows.size()), T = t + 1;
-    if (rowSentences != repSentences) {
-      srcRep = tfmrt::Tensor(tfmrt::DType::I32, {R, S});
-      memRep = tfmrt::Tensor(tfmrt::DType::F32, {R, S, D});
-      for (int64_t r = 0; r < R; ++r) {
-        const int64_t n = rowSentences[r];
-        std::memcpy(srcRep.data<int32_t>() + r * S, srcIds.data() + n * S, size_t(S) * sizeof(int32_t));
-        std::memcpy(memRep.data<float>() + r * S * D, memory.data<float>() + n * S * D, size_t(S * D) * sizeof(float));
-      }
-      repSentences = std::move(rowSentences);
-    }
-    tfmrt::Tensor tgt(tfmrt::DType::I32, {R, T});
-    for (int64_t r = 0; r < R; ++r) {
-      const auto [n, j] = rows[r];
-      int32_t *row = tgt.data<int32_t>() + r * T;
-      row[0] = o.bos;
-      std::copy(state[n].live[j].tokens.begin(), state[n].live[j].tokens.end(), row + 1);
-    }
-    TFMRT_RETURN_IF_ERROR(model.run("decode", {srcRep, memRep, tgt}, decoded));
-    const int64_t V = decoded[0].shape[2];
+    if (rowSentence.empty()) break;
+    const int64_t R = int64_t(rowSentence.size());
+    const Tensor *logits = nullptr;
+    TFMRT_RETURN_IF_ERROR(decoder_->step(t, rowSentence, parents, prefixes, logits));
+    ++steps_;
+    const int64_t V = logits->shape.back();
+    if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
+    tops.resize(size_t(R));
+    const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
+#pragma omp parallel for schedule(static) if (R * V >= (1 << 16))
+    for (int64_t r = 0; r < R; ++r)
+      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, tops[r]);
 
-    // Per sentence: the best 2K extensions of its live hypotheses.
-    std::vector<std::vector<std::pair<double, std::pair<int, int32_t>>>> candidates(static_cast<size_t>(N));
-    for (int64_t r = 0; r < R; ++r) {
-      const auto [n, j] = rows[r];
-      const float *z = decoded[0].data<float>() + r * V;  // decode returns the last position only
-      const double mx = *std::max_element(z, z + V);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
-      const double lse = mx + std::log(sum);
-      idx.resize(size_t(V));
-      std::iota(idx.begin(), idx.end(), 0);
-      const size_t keep = std::min<size_t>(size_t(2 * K), size_t(V));
-      std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), [&](int32_t a, int32_t b) { return z[a] > z[b]; });
-      for (size_t c = 0; c < keep; ++c)
-        candidates[n].push_back({state[n].live[j].score + double(z[idx[c]]) - lse, {j, idx[c]}});
-    }
+    int64_t r0 = 0;  // first row of the sentence being updated
     for (int64_t n = 0; n < N; ++n) {
       SentenceState &st = state[n];
       if (st.done) continue;
-      auto &cand = candidates[n];
-      std::stable_sort(cand.begin(), cand.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
-      const bool lastStep = T >= st.maxOut;  // the next token must end the output
-      std::vector<Hypothesis> next;
-      for (const auto &[score, pick] : cand) {
-        const auto [j, token] = pick;
-        if (token == o.eos || lastStep) {
-          Hypothesis h = st.live[j];
-          if (token != o.eos) h.tokens.push_back(token);
-          st.finishedScores.push_back(lengthNormalised(score, h.tokens.size() + 1, o.lengthPenalty));
-          h.score = score;
-          st.finished.push_back(std::move(h));
-        } else if (int(next.size()) < K) {
-          Hypothesis h = st.live[j];
-          h.tokens.push_back(token);
-          h.score = score;
-          next.push_back(std::move(h));
+      const int nLive = int(st.live.size());
+      const bool lastStep = t + 1 >= st.maxOut;  // this token is the last one allowed
+      // The length under the penalty counts EOS, also for outputs cut at the length limit.
+      auto finish = [&](const Live &h, double logProb) {
+        Hypothesis f;
+        f.tokens = h.tokens;
+        f.logProb = logProb;
+        f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);
+        st.finished.push_back(std::move(f));
+      };
+      if (greedy) {
+        const int64_t r = r0;
+        const float *z = logits->data<float>() + r * V;
+        int32_t token = tops[r].best[0].second;
+        if (o.sample) token = sampleToken(z, V, n, t, sentenceIds);
+        const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
+        if (token == o.eos) {
+          finish(st.live[0], logProb);
+          st.live.clear();
+        } else {
+          st.live[0].tokens.push_back(token);
+          st.live[0].logProb = logProb;
+          st.live[0].row = int32_t(r);
+          if (lastStep) {
+            finish(st.live[0], logProb);
+            st.live.clear();
+          }
         }
-        if (int(st.finished.size()) >= K) break;
+        st.done = st.live.empty();
+        r0 += nLive;
+        continue;
       }
-      st.live = std::move(next);
-      st.done = int(st.finished.size()) >= K || st.live.empty() || lastStep;
-      if (st.done && st.finished.empty())  // cannot happen (lastStep finishes), kept for safety
-        for (const Hypothesis &h : st.live) {
-          st.finishedScores.push_back(lengthNormalised(h.score, h.tokens.size() + 1, o.lengthPenalty));
-          st.finished.push_back(h);
+      // Beam: the best 2K extensions of the sentence's live hypotheses.
+      cand_.clear();
+      for (int j = 0; j < nLive; ++j) {
+        const RowTop &top = tops[r0 + j];
+        for (const auto &[z, token] : top.best)
+          cand_.push_back({st.live[j].logProb + double(z) - top.lse, j, token});
+      }
+      std::stable_sort(cand_.begin(), cand_.end(), [](const Candidate &a, const Candidate &b) { return a.logProb > b.logProb; });
+      if (cand_.size() > size_t(2 * K)) cand_.resize(size_t(2 * K));
+      std::vector<Live> next;
+      for (size_t i = 0; i < cand_.size(); ++i) {
+        const Candidate &c = cand_[i];
+        if (c.token == o.eos) {
+          // End of sentence only from the top K: a lower-ranked EOS does not end a hypothesis
+          // (or the sentence) that K live extensions beat.
+          if (int(i) < K) finish(st.live[c.j], c.logProb);
+          continue;
         }
+        if (int(next.size()) >= K) continue;
+        Live h;
+        h.tokens = st.live[c.j].tokens;
+        h.tokens.push_back(c.token);
+        h.logProb = c.logProb;
+        h.row = int32_t(r0 + c.j);
+        next.push_back(std::move(h));
+      }
+      if (lastStep) {
+        for (const Live &h : next) finish(h, h.logProb);
+        next.clear();
+      }
+      st.live.swap(next);
+      // Done when K hypotheses are finished and no live one can still beat the best: a live
+      // log-probability only falls and the penalty only grows with length, so its best
+      // possible final score is logProb / lp(maxOut).
+      bool done = st.live.empty();
+      if (!done && int(st.finished.size()) >= K) {
+        double best = -std::numeric_limits<double>::infinity(), bound = best;
+        for (const Hypothesis &f : st.finished) best = std::max(best, f.score);
+        for (const Live &h : st.live) bound = std::max(bound, h.logProb / lengthPenalty(size_t(st.maxOut), o.lengthPenalty));
+        done = best >= bound;
+      }
+      st.done = done;
+      r0 += nLive;
     }
   }
   for (int64_t n = 0; n < N; ++n) {
-    const SentenceState &st = state[n];
-    if (st.finished.empty()) continue;
-    const size_t best = size_t(std::max_element(st.finishedScores.begin(), st.finishedScores.end()) -
-                               st.finishedScores.begin());
-    outputs[n] = st.finished[best].tokens;
+    auto &f = state[n].finished;
+    std::stable_sort(f.begin(), f.end(), [](const Hypothesis &a, const Hypothesis &b) { return a.score > b.score; });
+    if (f.size() > size_t(o.nBest)) f.resize(size_t(o.nBest));
+    out[n] = std::move(f);
   }
-  return tfmrt::Status::OK();
+  return Status::OK();
+}
+
+int32_t Translator::sampleToken(const float *z, int64_t V, int64_t sentence, int64_t position,
+                                const std::vector<uint64_t> *sentenceIds) {
+  const SearchOptions &o = options_;
+  // Candidates in probability order (ties: lower id), truncated to top-k and then top-p.
+  order_.resize(size_t(V));
+  std::iota(order_.begin(), order_.end(), 0);
+  order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t v) { return v == o.pad || v == o.bos; }),
+               order_.end());
+  const size_t k = o.topK > 0 ? std::min<size_t>(size_t(o.topK), order_.size()) : order_.size();
+  auto higher = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), higher);
+  probs_.resize(k);
+  const double mx = double(z[order_[0]]);
+  double sum = 0;
+  for (size_t i = 0; i < k; ++i) sum += probs_[i] = std::exp((double(z[order_[i]]) - mx) / o.temperature);
+  size_t n = k;
+  if (o.topP < 1) {
+    double mass = 0;
+    for (size_t i = 0; i < k; ++i) {
+      mass += probs_[i] / sum;
+      if (mass >= o.topP) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  const uint64_t id = sentenceIds ? (*sentenceIds)[size_t(sentence)] : uint64_t(sentence);
+  double u = uniformDraw(o.seed, id, position) * total;
+  for (size_t i = 0; i < n; ++i) {
+    u -= probs_[i];
+    if (u < 0) return order_[i];
+  }
+  return order_[n - 1];
+}
+
+Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<int32_t>> &sources, const SearchOptions &options,
+                      std::vector<std::vector<int32_t>> &outputs) {
+  std::unique_ptr<Translator> translator;
+  TFMRT_RETURN_IF_ERROR(Translator::create(model, options, translator));
+  std::vector<std::vector<Hypothesis>> hyps;
+  TFMRT_RETURN_IF_ERROR(translator->translate(sources, hyps));
+  outputs.assign(sources.size(), {});
+  for (size_t i = 0; i < hyps.size(); ++i)
+    if (!hyps[i].empty()) outputs[i] = std::move(hyps[i][0].tokens);
+  return Status::OK();
 }
 
 }  // namespace tfmdata

@@ -88,6 +88,15 @@ std::string Tokenizer::decode(const std::vector<int32_t> &ids) const {
   return text;
 }
 
+std::string Tokenizer::pieces(const std::vector<int32_t> &ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (!out.empty()) out += ' ';
+    out += (id >= 0 && id < vocabSize()) ? sp_->IdToPiece(id) : std::string("<invalid>");
+  }
+  return out;
+}
+
 int Tokenizer::vocabSize() const { return sp_->GetPieceSize(); }
 
 }  // namespace tfmdata

@@ -20,7 +20,8 @@
 
 namespace tfmrt {
 
-constexpr uint32_t kArtifactFormatVersion = 1;
+// 2: session state (StateInfo, ValueKind::State) for the K/V cache of decode_step.
+constexpr uint32_t kArtifactFormatVersion = 2;
 constexpr int64_t kDynamicDim = -1;  // a batch or sequence-length dimension bound at run time
 constexpr uint32_t kMaxRank = 8;     // larger ranks are rejected as corrupt
 
@@ -44,6 +45,10 @@ enum class ValueKind : uint8_t {
   Parameter = 1,     // a model weight; `index` points into Artifact::params
   Constant = 2,      // compile-time data; `index` points into Artifact::constants
   Intermediate = 3,  // produced by a node (entry outputs are intermediates listed in `outputs`)
+  // Session state (e.g. a K/V cache): persists across calls of a tfmrt::Session, owned by it, and
+  // updated in place by the nodes that list it as their result; `index` points into
+  // Artifact::states. Every State value of a function refers to a distinct state.
+  State = 4,
 };
 
 struct ValueInfo {
@@ -86,16 +91,26 @@ struct Constant {
   std::vector<uint8_t> data;
 };
 
+// A tensor a Session keeps across calls (a decoder's K/V cache). Dynamic dims are bound when the
+// session allocates its state (Session::bindStates), not per call.
+struct StateInfo {
+  std::string name;  // "decoder.layers.0.self_attn.k_cache"
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // kDynamicDim where bound by Session::bindStates
+};
+
 struct Artifact {
   uint32_t formatVersion = kArtifactFormatVersion;
   std::string modelName;
   std::map<std::string, std::string> metadata;  // spec fields (d_model, pad_id, beam_size, ...)
   std::vector<ParamInfo> params;
   std::vector<Constant> constants;
+  std::vector<StateInfo> states;
   std::vector<EntryFunction> functions;
 
   const EntryFunction *findFunction(const std::string &name) const;
   int64_t findParam(const std::string &name) const;  // -1 if absent
+  bool usesState(const EntryFunction &fn) const;     // has a State value
 };
 
 Status serializeArtifact(const Artifact &artifact, std::vector<uint8_t> &bytes);

@@ -7,8 +7,14 @@
 //   TFMRT_RETURN_IF_ERROR(model->run("forward", {src, tgt_in, tgt_out}, outputs));
 //
 // Nothing here throws: every failure is a Status whose message names the entry function, node
-// (index, op, spec location) and tensor involved. A Model is not safe for concurrent run() calls
-// (it reuses its buffers); use one Model per thread.
+// (index, op, spec location) and tensor involved.
+//
+// A Model holds what is fixed after load: the program, the kernels, the weights. What changes per
+// call lives in a Session: the activation arenas and shape plans of each entry, and the session
+// state (tensors kept across calls and updated in place, e.g. the K/V cache of `decode_step`).
+// Model::run uses the model's own default session. A Session runs one call at a time; the
+// sessions of one model are independent (their buffers and states are disjoint), but the kernels
+// they share are not yet verified safe for calls on several threads at once.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +67,8 @@ struct MemoryPlanSummary {
 Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
                           const std::vector<std::vector<int64_t>> &inputShapes,
                           MemoryPlanSummary &summary);
+
+class Session;
 
 class Model {
 public:
@@ -123,7 +131,39 @@ public:
   struct Impl;
 
 private:
+  friend class Session;
   Model();
+  std::unique_ptr<Impl> impl_;
+};
+
+class Session {
+public:
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  // A session of `model`, which must outlive it. Allocates nothing until run() or bindStates().
+  static Status create(Model &model, std::unique_ptr<Session> &session);
+
+  // Allocates the artifact's state tensors, binding each one's dynamic dims in order to
+  // `dynamicDims` (the decoder caches are [rows, steps, d_model]: bindStates({rows, steps})).
+  // A state already at least that large along every dim is kept (no allocation); its contents
+  // are then whatever the last calls left, which the entries that use state never read before
+  // writing (decode_step starts from position 0). New states are zero-filled.
+  Status bindStates(const std::vector<int64_t> &dynamicDims);
+  const Tensor *state(const std::string &name) const;  // null if unknown or not bound
+  int64_t stateBytes() const;                            // all bound states
+
+  // As Model::run, with this session's buffers and states. Entries that use state refuse to run
+  // until bindStates() was called.
+  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;
+
+  struct Impl;
+
+private:
+  friend class Model;
+  Session();
   std::unique_ptr<Impl> impl_;
 };
 

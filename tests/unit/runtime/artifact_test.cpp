@@ -165,10 +165,18 @@ TEST(Artifact, BadMagic) {
 
 TEST(Artifact, WrongVersion) {
   auto bytes = serialize(sampleArtifact());
-  bytes[8] = 2;
+  bytes[8] = 3;
   Status s = load(bytes);
-  EXPECT_ERROR(s, "version 2", "supports version 1");
+  EXPECT_ERROR(s, "version 3", "supports version 2", "recompile");
   EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+}
+
+// Artifacts of format 1 (before session state) are refused with the instruction to recompile.
+TEST(Artifact, FormatOneIsRefusedWithRecompile) {
+  auto bytes = serialize(sampleArtifact());
+  bytes[8] = 1;
+  Status s = load(bytes);
+  EXPECT_ERROR(s, "version 1", "supports version 2", "recompile");
 }
 
 TEST(Artifact, TruncatedAtSeveralOffsets) {

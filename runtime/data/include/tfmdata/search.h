@@ -1,8 +1,15 @@
-// Translation search over a compiled model's `encode` / `decode` entries: greedy (beam 1) and
-// beam search with the GNMT length penalty, batched over sentences.
+// Translation search over a compiled model's translation entries (--entries=...,translate):
+// greedy (argmax), beam search with the GNMT length penalty, and sampling, batched over sentences.
+//
+// Two decoders produce the next-token scores. The default runs `encode` once per batch and then
+// `decode_step` once per output position: one new token per hypothesis, its keys and values
+// appended to a K/V cache held as session state (reordered in place when beams are re-ranked).
+// The reference decoder (`useCache = false`) runs `decode` over the whole target prefix at every
+// step; both give the same log-probabilities (tested to 1e-5), so they find the same outputs.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tfmrt/runtime.h"
@@ -10,15 +17,65 @@
 namespace tfmdata {
 
 struct SearchOptions {
-  int beam = 4;
-  double lengthPenalty = 0.6;   // score / ((5 + length) / 6)^lengthPenalty
-  double maxLengthRatio = 1.5;  // output length <= ratio * source length + offset
+  int beam = 4;                 // 1: greedy (or sampling)
+  double lengthPenalty = 0.6;   // GNMT: score = log P / ((5 + length) / 6)^lengthPenalty, length with EOS
+  double maxLengthRatio = 1.5;  // output length (EOS included) <= ratio * source length + offset
   int64_t maxLengthOffset = 10;
   int64_t maxLen = 128;  // the model's max_len: no sequence (incl. BOS/EOS) may exceed it
-  int32_t pad = 0, bos = 1, eos = 2;
+  int32_t pad = 0, bos = 1, eos = 2;  // pad and bos are never generated
+  bool useCache = true;  // decode_step + K/V cache; false: the full-prefix `decode` reference path
+  int nBest = 1;         // hypotheses kept per sentence, best first (<= beam)
+  // Sampling (beam 1 only): draw each token from softmax(logits / temperature) restricted to the
+  // topK most likely tokens (0: all) and to the smallest set whose probability reaches topP.
+  // Draws depend only on (seed, sentence id, position), not on batching or threads.
+  bool sample = false;
+  double temperature = 1.0;
+  int topK = 0;
+  double topP = 1.0;
+  uint64_t seed = 0;
 };
 
-// Source subword ids (no EOS: the search appends it) -> output ids (no BOS/EOS).
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // output ids, no BOS/EOS
+  double logProb = 0;           // sum of the tokens' log-probabilities (EOS included when emitted)
+  double score = 0;             // logProb under the length penalty: what the search ranks by
+};
+
+// Holds a Session of the model (arenas, plans, the K/V cache) across batches, so steady-state
+// translation does not allocate. Not for concurrent use; create one per thread.
+class Translator {
+public:
+  ~Translator();
+  static tfmrt::Status create(tfmrt::Model &model, const SearchOptions &options, std::unique_ptr<Translator> &out);
+  // Source subword ids (no EOS: the search appends it) -> per sentence, up to nBest hypotheses,
+  // best first. `sentenceIds` (optional, one per source) key the sampling draws; default: the
+  // position in `sources`.
+  tfmrt::Status translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
+                          const std::vector<uint64_t> *sentenceIds = nullptr);
+  const SearchOptions &options() const { return options_; }
+  int64_t decodeSteps() const { return steps_; }  // decoder calls so far
+
+  struct Decoder;
+
+private:
+  struct Candidate {
+    double logProb;
+    int j;          // live hypothesis extended
+    int32_t token;
+  };
+  Translator() = default;
+  int32_t sampleToken(const float *logits, int64_t V, int64_t sentence, int64_t position,
+                      const std::vector<uint64_t> *sentenceIds);
+  SearchOptions options_;
+  std::unique_ptr<Decoder> decoder_;
+  int64_t steps_ = 0;
+  // Scratch reused across steps.
+  std::vector<Candidate> cand_;
+  std::vector<int32_t> order_;
+  std::vector<double> probs_;
+};
+
+// One-shot convenience: the best hypothesis' tokens per source.
 tfmrt::Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<int32_t>> &sources,
                              const SearchOptions &options, std::vector<std::vector<int32_t>> &outputs);
 

@@ -32,6 +32,7 @@ public:
   // Subword ids, without BOS/EOS.
   tfmrt::Status encode(const std::string &text, std::vector<int32_t> &ids) const;
   std::string decode(const std::vector<int32_t> &ids) const;  // stops at nothing: pass content ids only
+  std::string pieces(const std::vector<int32_t> &ids) const;  // the subword pieces, space-separated
   int vocabSize() const;
   int padId() const { return 0; }
   int bosId() const { return 1; }

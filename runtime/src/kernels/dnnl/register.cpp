@@ -1,5 +1,6 @@
 #include "kernels/dnnl/dnnl_kernels.h"
 #include "kernels/attention/attention_kernels.h"
+#include "kernels/decode/step_attention.h"
 
 namespace tfmrt {
 
@@ -13,6 +14,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerFastXent(r);
   registerDnnlGrad(r);
   registerFastAttention(r);
+  registerFastStepAttention(r);
 }
 
 }  // namespace tfmrt

@@ -16,6 +16,7 @@ void registerReferenceSoftmax(KernelRegistry &r);
 void registerReferenceXent(KernelRegistry &r);
 void registerReferenceFused(KernelRegistry &r);
 void registerReferenceGrad(KernelRegistry &r);   // gradient ops (tfm-autodiff)
+void registerReferenceDecode(KernelRegistry &r);  // K/V cache, step attention
 void registerReferenceOptimizer(KernelRegistry &r);  // lr_schedule, adam_update  // tfm.linear, tfm.concat, tfm.slice_last
 
 inline KernelKey referenceKey(const char *op, DType dtype = DType::F32, Layout layout = Layout::Plain) {

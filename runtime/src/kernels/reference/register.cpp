@@ -16,6 +16,7 @@ void registerReferenceKernels(KernelRegistry &r) {
   registerReferenceAttention(r);
   registerReferenceGrad(r);
   registerReferenceOptimizer(r);
+  registerReferenceDecode(r);
 }
 
 }  // namespace tfmrt

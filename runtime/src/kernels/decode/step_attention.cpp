@@ -1,0 +1,109 @@
+// Fast one-query-row attention kernels for decode_step, tested against the reference kernels
+// (kernels/reference/decode.cpp). Work items are (row, head) pairs; each thread keeps its scores
+// in the plan's scratch.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/attention/attention.h"
+#include "kernels/decode/decode_common.h"
+#include "kernels/decode/step_attention.h"
+#include "kernels/kernel_util.h"
+
+namespace tfmrt {
+namespace {
+
+using AttendFn = void (*)(const float *, const float *, int64_t, const float *, int64_t, const uint8_t *, int64_t,
+                          int64_t, float, float *, float *);
+
+class StepAttentionBase : public Kernel {
+public:
+  explicit StepAttentionBase(bool gathered) : gathered_(gathered) {}
+  const char *name() const override {
+    if (gathered_) return avx512_ ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable";
+    return avx512_ ? "fast.cached_attention_avx512" : "fast.cached_attention_portable";
+  }
+  Status prepare(const KernelPrepareInfo &info) override {
+    attrs_.read(*info.node, gathered_);
+    avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
+    attend_ = avx512_ ? decode::attendAvx512 : decode::attendReference;
+    return Status::OK();
+  }
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
+    return size_t(std::max(threads, 1)) * size_t((*in[1])[1] + 16) * sizeof(float);  // keys per row
+  }
+
+protected:
+  // Runs rows x heads pairs; `site(r, h, ...)` gives the operands of one pair.
+  template <typename Site>
+  Status runPairs(const KernelArgs &a, int64_t R, int64_t keys, Site site) {
+    const int64_t pairs = R * attrs_.heads, stride = keys + 16;
+    const int threads = omp_get_max_threads();
+    if (size_t(threads) * size_t(stride) * sizeof(float) > a.scratchBytes)
+      return internalError("step attention: scratch too small");
+    float *scratch = static_cast<float *>(a.scratch);
+    const int64_t work = pairs * keys * attrs_.headDim;
+#pragma omp parallel for schedule(static) if (work >= kParallelMinElements)
+    for (int64_t i = 0; i < pairs; ++i) {
+      float *scores = scratch + int64_t(omp_get_thread_num()) * stride;
+      site(i / attrs_.heads, i % attrs_.heads, scores);
+    }
+    return Status::OK();
+  }
+
+  decode::StepAttentionAttrs attrs_;
+  AttendFn attend_ = decode::attendReference;
+
+private:
+  bool gathered_;
+  bool avx512_ = false;
+};
+
+class FastCachedAttention final : public StepAttentionBase {
+public:
+  FastCachedAttention() : StepAttentionBase(false) {}
+  Status run(const KernelArgs &a) override {
+    const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
+    const int64_t Tc = a.inputs[1].dim(1), D = a.inputs[1].dim(2), dk = attrs_.headDim, H = attrs_.heads;
+    int64_t step;
+    TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[3], Tc, "the cache length", step));
+    const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
+    float *y = a.outputs[0].as<float>();
+    return runPairs(a, R, step + 1, [&](int64_t r, int64_t h, float *scores) {
+      attend_(q + r * Wq + attrs_.qOffset + h * dk, k + r * Tc * D + h * dk, D, v + r * Tc * D + h * dk, D, nullptr,
+              step + 1, dk, attrs_.scale, scores, y + (r * H + h) * dk);
+    });
+  }
+};
+
+class FastGatheredAttention final : public StepAttentionBase {
+public:
+  FastGatheredAttention() : StepAttentionBase(true) {}
+  Status run(const KernelArgs &a) override {
+    const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
+    const int64_t N = a.inputs[1].dim(0), S = a.inputs[1].dim(1), Wk = a.inputs[1].dim(2), Wv = a.inputs[2].dim(2);
+    const int64_t dk = attrs_.headDim, H = attrs_.heads;
+    TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[4], N, "rows"));
+    const int32_t *rows = a.inputs[4].as<int32_t>();
+    const uint8_t *keep = a.inputs[3].as<uint8_t>();
+    const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
+    float *y = a.outputs[0].as<float>();
+    return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
+      const int64_t n = rows[r];
+      attend_(q + r * Wq + attrs_.qOffset + h * dk, k + n * S * Wk + attrs_.kOffset + h * dk, Wk,
+              v + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, S, dk, attrs_.scale, scores,
+              y + (r * H + h) * dk);
+    });
+  }
+};
+
+KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }
+
+}  // namespace
+
+void registerFastStepAttention(KernelRegistry &r) {
+  r.add(fastKey("tfm.cached_attention"), makeKernel<FastCachedAttention>);
+  r.add(fastKey("tfm.gathered_attention"), makeKernel<FastGatheredAttention>);
+}
+
+}  // namespace tfmrt

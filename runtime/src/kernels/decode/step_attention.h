@@ -1,0 +1,20 @@
+// Fast tfm.cached_attention and tfm.gathered_attention: (query row, head) pairs in parallel, an
+// AVX-512 inner loop when the CPU has it and head_dim is a multiple of 16.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel_registry.h"
+
+namespace tfmrt {
+
+void registerFastStepAttention(KernelRegistry &r);  // called by registerDnnlKernels
+
+namespace decode {
+// attendReference's contract (decode_common.h), vectorised; head_dim % 16 == 0. Defined in its
+// own TU compiled for AVX-512 and entered only after a run-time CPU check.
+void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                  const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out);
+}  // namespace decode
+
+}  // namespace tfmrt
