@@ -576,3 +576,71 @@ func.func @last_position_result(%x: tensor<?x?x8xf32>) {
   %0 = tfm.last_position %x : (tensor<?x?x8xf32>) -> tensor<?x2x8xf32>
   return
 }
+
+// -----
+func.func @cache_not_state(%c: tensor<?x?x8xf32>, %p: tensor<?xi32>, %s: tensor<i32>) {
+  // expected-error @+1 {{cache must be a tfm.state or the result of tfm.cache_reorder/tfm.cache_write}}
+  %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<i32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_step_rank(%p: tensor<?xi32>, %s: tensor<1xi32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{step must have rank 0, got rank 1}}
+  %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_width(%u: tensor<?x1x4xf32>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{update width is 4 but must be 8}}
+  %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xf32>, tensor<?x1x4xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_length(%u: tensor<?x2x8xf32>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{update length is 2 but must be 1}}
+  %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xf32>, tensor<?x2x8xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @state_dynamic_width() {
+  // expected-error @+1 {{the last state dimension must be static}}
+  %c = tfm.state "k" : tensor<?x?x?xf32>
+  return
+}
+
+// -----
+func.func @cached_attention_width(%q: tensor<?x1x8xf32>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x6xf32>
+  // expected-error @+1 {{k_cache width is 6 but must be 8}}
+  %0 = tfm.cached_attention %q, %c, %c, %s {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x6xf32>, tensor<?x?x6xf32>, tensor<i32>) -> tensor<?x1x8xf32>
+  return
+}
+
+// -----
+func.func @gathered_attention_rows(%q: tensor<3x1x8xf32>, %kv: tensor<2x5x8xf32>, %keep: tensor<2x5xi1>, %rows: tensor<4xi32>) {
+  // expected-error @+1 {{rows length is 4 but must be 3}}
+  %0 = tfm.gathered_attention %q, %kv, %kv, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<3x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5xi1>, tensor<4xi32>) -> tensor<3x1x8xf32>
+  return
+}
+
+// -----
+func.func @gathered_attention_keep(%q: tensor<?x1x8xf32>, %kv: tensor<2x5x8xf32>, %keep: tensor<2x4xi1>, %rows: tensor<?xi32>) {
+  // expected-error @+1 {{key_keep length is 4 but must be 5}}
+  %0 = tfm.gathered_attention %q, %kv, %kv, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  return
+}
+
+// -----
+func.func @add_position_at_length(%x: tensor<?x3x8xf32>, %s: tensor<i32>) {
+  %pos = tfm.position_table {max_len = 16, dim = 8} : tensor<16x8xf32>
+  // expected-error @+1 {{input length is 3 but must be 1}}
+  %0 = tfm.add_position_at %x, %pos, %s : (tensor<?x3x8xf32>, tensor<16x8xf32>, tensor<i32>) -> tensor<?x3x8xf32>
+  return
+}

@@ -34,6 +34,23 @@ uint32_t FunctionBuilder::input(const std::string &name, DType dtype, Shape shap
   return id;
 }
 
+uint32_t FunctionBuilder::state(const std::string &name, Shape shape) {
+  uint32_t index = 0;
+  while (index < artifact_.states.size() && artifact_.states[index].name != name) ++index;
+  if (index == artifact_.states.size()) artifact_.states.push_back({name, DType::F32, shape});
+  return addValue(name, ValueKind::State, DType::F32, std::move(shape), index);
+}
+
+void FunctionBuilder::inPlace(const std::string &op, std::vector<uint32_t> operands, uint32_t stateValue, Attrs attrs) {
+  Node n;
+  n.op = op;
+  n.inputs = std::move(operands);
+  n.outputs = {stateValue};
+  n.attrs = std::move(attrs);
+  n.loc = "test.yaml:" + std::to_string(fn_.nodes.size() + 1) + ":3";
+  fn_.nodes.push_back(std::move(n));
+}
+
 uint32_t FunctionBuilder::param(const std::string &name, Shape shape, ParamInit init) {
   auto it = paramValues_.find(name);
   if (it != paramValues_.end()) return it->second;

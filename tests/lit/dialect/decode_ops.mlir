@@ -1,0 +1,27 @@
+// RUN: tfm-opt %s | FileCheck %s
+// RUN: tfm-opt %s | tfm-opt | FileCheck %s
+// RUN: tfm-opt %s -canonicalize -cse | FileCheck %s --check-prefix=KEPT
+// The incremental-decoding ops round-trip; the in-place cache updates survive canonicalize + CSE
+// (they write session state) while their results chain the writes in program order.
+
+// CHECK-LABEL: func.func @decode_layer
+// KEPT-LABEL: func.func @decode_layer
+func.func @decode_layer(%tok: tensor<?x1x8xf32>, %step: tensor<i32>, %parents: tensor<?xi32>, %rows: tensor<?xi32>,
+                        %k: tensor<?x?x8xf32>, %v: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>) -> (tensor<?x1x8xf32>, tensor<?x1x8xf32>) {
+  %pos = tfm.position_table {max_len = 16, dim = 8} : tensor<16x8xf32>
+  // CHECK: tfm.add_position_at %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x1x8xf32>, tensor<16x8xf32>, tensor<i32>) -> tensor<?x1x8xf32>
+  %x = tfm.add_position_at %tok, %pos, %step : (tensor<?x1x8xf32>, tensor<16x8xf32>, tensor<i32>) -> tensor<?x1x8xf32>
+  // CHECK: tfm.state "dec.k_cache" : tensor<?x?x8xf32>
+  %c0 = tfm.state "dec.k_cache" : tensor<?x?x8xf32>
+  // CHECK: tfm.cache_reorder %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<i32>) -> tensor<?x?x8xf32>
+  // KEPT: tfm.cache_reorder
+  %c1 = tfm.cache_reorder %c0, %parents, %step : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<i32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.cache_write %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  // KEPT: tfm.cache_write
+  %c2 = tfm.cache_write %c1, %x, %step : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  // CHECK: tfm.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 4 : i64, heads = 2 : i64, scale = 5.000000e-01 : f64}
+  %a = tfm.cached_attention %x, %c2, %c2, %step {heads = 2, head_dim = 4, q_offset = 0, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<i32>) -> tensor<?x1x8xf32>
+  // CHECK: tfm.gathered_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 4 : i64, heads = 2 : i64
+  %g = tfm.gathered_attention %a, %k, %v, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  return %a, %g : tensor<?x1x8xf32>, tensor<?x1x8xf32>
+}

@@ -1,0 +1,195 @@
+// Incremental decoding in the runtime: the step-attention kernels (fast vs reference, and the
+// reference vs tfm.fused_attention on the same keys), session state (bind, in-place reorder and
+// write, independence of sessions, errors), and the artifact rules for state.
+#include <cmath>
+#include <cstring>
+
+#include "test_util.h"
+
+namespace tfmrt::test {
+namespace {
+
+Attrs stepAttrs(int64_t heads, int64_t dk, int64_t qOffset = 0) {
+  return {{"heads", AttrValue::ofInt(heads)},
+          {"head_dim", AttrValue::ofInt(dk)},
+          {"q_offset", AttrValue::ofInt(qOffset)},
+          {"scale", AttrValue::ofFloat(1.0 / std::sqrt(double(dk)))}};
+}
+
+// Rows [0, n) of positions [0, len) of a [R, T, D] tensor, as [n, len, D].
+Tensor prefix(const Tensor &t, int64_t n, int64_t len) {
+  const int64_t T = t.shape[1], D = t.shape[2];
+  Tensor out(DType::F32, {n, len, D});
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(out.data<float>() + r * len * D, t.data<float>() + r * T * D, size_t(len * D) * sizeof(float));
+  return out;
+}
+
+struct StepCase {
+  int64_t rows, cacheRows, cacheLen, step, heads, dk, qExtra;
+};
+
+class CachedAttentionTest : public ::testing::TestWithParam<StepCase> {};
+
+TEST_P(CachedAttentionTest, FastMatchesReferenceAndReferenceMatchesFusedAttention) {
+  const StepCase c = GetParam();
+  const int64_t D = c.heads * c.dk;
+  Tensor q = randomF32({c.rows, 1, D + c.qExtra}, 1), k = randomF32({c.cacheRows, c.cacheLen, D}, 2),
+         v = randomF32({c.cacheRows, c.cacheLen, D}, 3);
+  Tensor step = Tensor::i32({}, {int32_t(c.step)});
+  SingleOp op("tfm.cached_attention", {{q}, {k}, {v}, {step}}, stepAttrs(c.heads, c.dk, c.qExtra));
+  const bool avx = c.dk % 16 == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  op.compare(avx ? "fast.cached_attention_avx512" : "fast.cached_attention_portable", 1e-5, 1e-4);
+  // The same attention as fused_attention over the first step + 1 keys of each row.
+  Tensor keep = Tensor::boolean({c.rows, c.step + 1}, std::vector<uint8_t>(size_t(c.rows * (c.step + 1)), 1));
+  Attrs fused = stepAttrs(c.heads, c.dk, c.qExtra);
+  fused["k_offset"] = AttrValue::ofInt(0);
+  fused["v_offset"] = AttrValue::ofInt(0);
+  Tensor expected = SingleOp("tfm.fused_attention", {{q}, {prefix(k, c.rows, c.step + 1)}, {prefix(v, c.rows, c.step + 1)}, {keep}},
+                             fused)
+                        .run(KernelBackend::Reference);
+  EXPECT_TRUE(allClose(op.run(KernelBackend::Reference), expected, 1e-5, 1e-4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CachedAttentionTest,
+                         ::testing::Values(StepCase{1, 1, 1, 0, 1, 16, 0},     // the first position
+                                           StepCase{5, 7, 9, 8, 2, 8, 3},      // portable path, q offset
+                                           StepCase{16, 16, 40, 37, 8, 64, 0},  // parallel, AVX-512
+                                           StepCase{3, 8, 130, 129, 4, 64, 64}));
+
+TEST(GatheredAttention, FastMatchesReference) {
+  const int64_t R = 9, N = 3, S = 11, H = 4, dk = 64, D = H * dk;
+  // k and v read from a merged [N, S, 2D + 5] buffer at odd offsets; sentence 2 fully masked.
+  Tensor q = randomF32({R, 1, D}, 4), kv = randomF32({N, S, 2 * D + 5}, 5);
+  std::vector<uint8_t> keepBits(size_t(N * S), 1);
+  for (int64_t s = 7; s < S; ++s) keepBits[size_t(s)] = 0;   // sentence 0: 7 keys
+  for (int64_t s = 0; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;  // sentence 2: none
+  Tensor keep = Tensor::boolean({N, S}, keepBits);
+  Tensor rows = Tensor::i32({R}, {0, 0, 1, 2, 1, 0, 2, 2, 1});
+  Attrs attrs = stepAttrs(H, dk);
+  attrs["k_offset"] = AttrValue::ofInt(3);
+  attrs["v_offset"] = AttrValue::ofInt(D + 5);
+  SingleOp op("tfm.gathered_attention", {{q}, {kv}, {kv}, {keep}, {rows}}, attrs);
+  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  op.compare(avx ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable", 1e-5, 1e-4);
+  Tensor out = op.run(KernelBackend::Dnnl);
+  for (int64_t r : {3, 6, 7})  // rows of the fully masked sentence are zeros
+    for (int64_t j = 0; j < D; ++j) EXPECT_EQ(out.data<float>()[r * D + j], 0.0f);
+}
+
+// A model whose `step` entry reorders a cache by `parents`, writes `update` at `step`, and
+// returns the whole cache (scaled by 1, so the state itself is not an output).
+Artifact cacheArtifact() {
+  Artifact a;
+  a.modelName = "cache";
+  FunctionBuilder f(a, "step");
+  uint32_t update = f.input("update", DType::F32, {kDyn, 1, 4});
+  uint32_t parents = f.input("parents", DType::I32, {kDyn});
+  uint32_t step = f.input("step", DType::I32, {});
+  uint32_t cache = f.state("cache", {kDyn, kDyn, 4});
+  f.inPlace("tfm.cache_reorder", {cache, parents, step}, cache);
+  f.inPlace("tfm.cache_write", {cache, update, step}, cache);
+  f.output(f.op("tfm.scale", {cache}, DType::F32, {kDyn, kDyn, 4}, {{"factor", AttrValue::ofFloat(1.0)}}));
+  f.finish();
+  return a;
+}
+
+TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
+  auto model = loadModel(cacheArtifact(), KernelBackend::Dnnl);
+  ASSERT_TRUE(model);
+  std::unique_ptr<Session> s;
+  ASSERT_TRUE(Session::create(*model, s).ok());
+  std::vector<Tensor> out;
+  EXPECT_ERROR(s->run("step", {Tensor::f32({1, 1, 4}), Tensor::i32({1}, {0}), Tensor::i32({}, {0})}, out),
+               "bindStates");
+  ASSERT_TRUE(s->bindStates({4, 5}).ok());
+  EXPECT_EQ(s->stateBytes(), 4 * 5 * 4 * 4);
+  // Mirror: rows of token lists; the cache row r position p holds value 100 * token + feature.
+  std::vector<std::vector<int>> mirror(4);
+  const std::vector<std::vector<int32_t>> parentsPerStep{{0, 1, 2, 3}, {1, 1, 0, 3}, {3, 0, 2}, {2, 2, 1, 0}, {3, 1}};
+  int token = 1;
+  for (size_t t = 0; t < parentsPerStep.size(); ++t) {
+    const auto &parents = parentsPerStep[t];
+    const int64_t R = int64_t(parents.size());
+    std::vector<std::vector<int>> next;
+    std::vector<float> upd;
+    for (int64_t r = 0; r < R; ++r) {
+      next.push_back(mirror[parents[r]]);
+      next.back().resize(t);
+      next.back().push_back(token);
+      for (int j = 0; j < 4; ++j) upd.push_back(float(100 * token + j));
+      ++token;
+    }
+    tfmrt::Status st = s->run("step", {Tensor::f32({R, 1, 4}, upd), Tensor::i32({R}, parents), Tensor::i32({}, {int32_t(t)})}, out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(out[0].shape, (Shape{4, 5, 4}));
+    for (int64_t r = 0; r < R; ++r)
+      for (size_t p = 0; p <= t; ++p)
+        for (int j = 0; j < 4; ++j)
+          ASSERT_EQ(out[0].data<float>()[(r * 5 + int64_t(p)) * 4 + j], float(100 * next[r][p] + j))
+              << "step " << t << " row " << r << " position " << p;
+    mirror = next;
+    mirror.resize(4);
+  }
+  // Errors are clear and name the operand.
+  EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 4}), Tensor::i32({}, {1})}, out),
+               "parents[1] = 4 is outside [0, 4)");
+  EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 1}), Tensor::i32({}, {6})}, out),
+               "step 6 is outside [0, 5]");
+  EXPECT_ERROR(s->run("step", {Tensor::f32({5, 1, 4}), Tensor::i32({5}, {0, 1, 2, 3, 0}), Tensor::i32({}, {1})}, out),
+               "5 rows but the cache only 4");
+  EXPECT_ERROR(s->bindStates({4}), "1 given");
+  EXPECT_ERROR(s->bindStates({0, 3}), ">= 1");
+}
+
+TEST(SessionState, SessionsAreIndependentAndStatesReused) {
+  auto model = loadModel(cacheArtifact(), KernelBackend::Reference);
+  ASSERT_TRUE(model);
+  std::unique_ptr<Session> a, b;
+  ASSERT_TRUE(Session::create(*model, a).ok());
+  ASSERT_TRUE(Session::create(*model, b).ok());
+  ASSERT_TRUE(a->bindStates({2, 3}).ok());
+  ASSERT_TRUE(b->bindStates({2, 3}).ok());
+  std::vector<Tensor> outA, outB;
+  ASSERT_TRUE(a->run("step", {Tensor::f32({2, 1, 4}, std::vector<float>(8, 7.0f)), Tensor::i32({2}, {0, 1}), Tensor::i32({}, {0})}, outA).ok());
+  ASSERT_TRUE(b->run("step", {Tensor::f32({2, 1, 4}, std::vector<float>(8, 9.0f)), Tensor::i32({2}, {0, 1}), Tensor::i32({}, {0})}, outB).ok());
+  EXPECT_EQ(a->state("cache")->data<float>()[0], 7.0f);
+  EXPECT_EQ(b->state("cache")->data<float>()[0], 9.0f);
+  // A smaller binding keeps the allocation (no re-allocation per batch); a larger one grows it.
+  const void *before = a->state("cache")->rawData();
+  ASSERT_TRUE(a->bindStates({1, 2}).ok());
+  EXPECT_EQ(a->state("cache")->rawData(), before);
+  ASSERT_TRUE(a->bindStates({3, 3}).ok());
+  EXPECT_EQ(a->state("cache")->shape, (Shape{3, 3, 4}));
+  EXPECT_EQ(a->state("nope"), nullptr);
+}
+
+TEST(SessionState, ArtifactRulesForState) {
+  {  // state is read through the Session, never returned
+    Artifact a = cacheArtifact();
+    a.functions[0].outputs = {3};
+    EXPECT_ERROR(validateArtifact(a), "session state");
+  }
+  {  // a state value must refer to an existing state with its shape
+    Artifact a = cacheArtifact();
+    a.functions[0].values[3].index = 5;
+    EXPECT_ERROR(validateArtifact(a), "state index 5 out of range");
+    a = cacheArtifact();
+    a.states[0].shape = {kDyn, kDyn, 8};
+    EXPECT_ERROR(validateArtifact(a), "but state 'cache' is");
+  }
+  {  // round trip through the file format
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(serializeArtifact(cacheArtifact(), bytes).ok());
+    Artifact back;
+    ASSERT_TRUE(deserializeArtifact(bytes.data(), bytes.size(), back).ok());
+    ASSERT_EQ(back.states.size(), 1u);
+    EXPECT_EQ(back.states[0].name, "cache");
+    EXPECT_EQ(back.states[0].shape, (Shape{kDyn, kDyn, 4}));
+  }
+}
+
+}  // namespace
+}  // namespace tfmrt::test
