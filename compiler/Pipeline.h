@@ -24,7 +24,7 @@ struct PipelineOptions {
   bool verifyEach = true;
   bool gradients = false;        // also the `gradients` entry (loss + parameter gradients)
   bool trainStep = false;        // also the `train_step` entry (forward, backward, Adam in place)
-  bool translate = false;        // also the `encode` and `decode` entries (translation)
+  bool translate = false;        // also the translation entries (`encode`, `decode_step`, `decode`)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
   bool parseFusionList(const std::string &list, std::string &error);

@@ -229,7 +229,7 @@ private:
   //   encode(src [N, S]) -> memory [N, S, D], then per decoder layer l its cross-attention
   //     cross_k.l, cross_v.l [N, S, D]: computed once per sentence.
   //   decode_step(tokens [R, 1], step [], parents [R], rows [R], src [N, S], cross_k.0,
-  //     cross_v.0, ...) -> logits [R, 1, V]: one new token per hypothesis at position `step`.
+  //     cross_v.0, ...) -> log_probs [R, 1, V]: one new token per hypothesis at position `step`.
   //     Row r continues row parents[r] of the previous step (the caches are reordered in place
   //     first) and belongs to sentence rows[r] of the encoded batch. The self-attention K/V of
   //     positions < step live in session state (one cache per layer), written in place.
@@ -329,7 +329,7 @@ private:
       fn.setArgAttr(unsigned(5 + 2 * l), "tfm.name", b_.getStringAttr("cross_k." + std::to_string(l)));
       fn.setArgAttr(unsigned(6 + 2 * l), "tfm.name", b_.getStringAttr("cross_v." + std::to_string(l)));
     }
-    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("logits"));
+    fn.setResultAttr(0, "tfm.name", b_.getStringAttr("log_probs"));
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
@@ -353,7 +353,8 @@ private:
       y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
     }
     if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
-    b_.create<func::ReturnOp>(loc_, ValueRange{outputProjection(y)});
+    Value logits = outputProjection(y);
+    b_.create<func::ReturnOp>(loc_, ValueRange{b_.create<tfm::LogSoftmaxOp>(loc_, logits.getType(), logits)});
   }
 
   enum class Entry { Forward, Gradients, TrainStep };

@@ -142,7 +142,7 @@ int translateCommand(const CommandLine &cl) {
   auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "input", "reference", "data", "split", "src", "tgt",
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
-                             "temperature", "seed"});
+                             "temperature", "seed", "profile"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -182,6 +182,7 @@ int translateCommand(const CommandLine &cl) {
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
   options.num_threads = int(threads);
+  options.profile = cl.has("profile");
   std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("translate", s);
   const tfmrt::Artifact &a = model->artifact();
@@ -302,6 +303,7 @@ int translateCommand(const CommandLine &cl) {
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
                search.useCache ? "" : " (no cache)", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)translator->decodeSteps(), loadAverage().c_str());
+  if (options.profile) printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
   if (!references.empty()) {
     const tfmdata::BleuScore bleu = tfmdata::corpusBleu(hypotheses, references);
     std::fprintf(cl.has("data") ? stdout : stderr,

@@ -74,6 +74,10 @@ def Tfm_SoftmaxOp : Tfm_UnaryOp<"softmax"> {
   let summary = "Softmax over the last axis; an all -inf row gives zeros";
 }
 
+def Tfm_LogSoftmaxOp : Tfm_UnaryOp<"log_softmax"> {
+  let summary = "log(softmax(x)) over the last axis: decode_step's next-token log-probabilities";
+}
+
 def Tfm_DropoutOp : Tfm_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "Inverted dropout with a counter-based mask; the identity without a step";
   let description = [{

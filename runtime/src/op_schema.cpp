@@ -34,6 +34,7 @@ std::vector<OpSchema> buildSchemas() {
       {"tfm.padding_mask", {{"ids", I, 1, kAny}}, B, {{"pad_id", K::Int, true, 0}}},
       {"tfm.mask", {{"scores", F, 4, 4}, {"key_keep", B, 2, 2}}, F, {{"causal", K::Int, false, 0}}},
       {"tfm.softmax", {{"x", F, 1, kAny}}, F, {}},
+      {"tfm.log_softmax", {{"x", F, 1, kAny}}, F, {}},
       {"tfm.dropout", {{"x", F, 0, kAny}, {"step", I, 0, 0, Arity::Optional}}, F,
        {{"rate", K::Float, false, 0}, {"seed", K::Int, false, 0}, {"site", K::String, false, 0, ""}}},
       {"tfm.label_smoothed_xent", {{"logits", F, 2, kAny}, {"targets", I, 1, kAny - 1}}, F,

@@ -327,7 +327,8 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
     out.clear();
     return Status::OK();
   }
-  if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.dropout" ||
+  if (op == "tfm.scale" || op == "tfm.relu" || op == "tfm.gelu" || op == "tfm.softmax" || op == "tfm.log_softmax" ||
+      op == "tfm.dropout" ||
       op == "tfm.padding_mask") {
     out = *in[0];
     return Status::OK();

@@ -51,13 +51,18 @@ struct RowTop {
   std::vector<std::pair<float, int32_t>> best;
 };
 
-void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t skipB, RowTop &out) {
-  float mx = z[0];
-  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
-  out.lse = double(mx) + std::log(sum);
-  // A small sorted buffer: V is large, keep is 2 x beam.
+// `normalised`: z already holds log-probabilities (decode_step), so lse = 0.
+void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t skipB, bool normalised, RowTop &out) {
+  out.lse = 0;
+  if (!normalised) {
+    float mx = z[0];
+    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
+    out.lse = double(mx) + std::log(sum);
+  }
+  // A small sorted buffer: V is large, keep is 2 x beam. Most logits lose to the current
+  // worst kept one, which is one comparison.
   auto &best = out.best;
   best.clear();
   auto better = [](const std::pair<float, int32_t> &a, const std::pair<float, int32_t> &b) {
@@ -75,9 +80,11 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
 
 }  // namespace
 
-// Produces next-token logits [R, 1, V] for rows given by (sentence, parent row, last token).
+// Produces next-token scores [R, 1, V] for rows given by (sentence, parent row, last token):
+// log-probabilities (normalised) or logits.
 struct Translator::Decoder {
   virtual ~Decoder() = default;
+  virtual bool normalised() const = 0;
   // src [N, S]; the batch may have up to `maxRows` rows and `maxSteps` positions.
   virtual Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) = 0;
   virtual Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
@@ -91,6 +98,7 @@ class CachedDecoder final : public Translator::Decoder {
 public:
   explicit CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
       : session_(std::move(session)), bos_(bos) {}
+  bool normalised() const override { return true; }  // decode_step ends in tfm.log_softmax
   Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) override {
     TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
     TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, maxSteps}));
@@ -124,6 +132,7 @@ class FullPrefixDecoder final : public Translator::Decoder {
 public:
   explicit FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
       : session_(std::move(session)), bos_(bos) {}
+  bool normalised() const override { return false; }
   Status begin(const Tensor &src, int64_t, int64_t) override {
     TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
     src_ = src;
@@ -246,10 +255,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
     tops.resize(size_t(R));
+    const bool normalised = decoder_->normalised();
     const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
 #pragma omp parallel for schedule(static) if (R * V >= (1 << 16))
     for (int64_t r = 0; r < R; ++r)
-      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, tops[r]);
+      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, normalised, tops[r]);
 
     int64_t r0 = 0;  // first row of the sentence being updated
     for (int64_t n = 0; n < N; ++n) {

@@ -79,6 +79,22 @@ TEST(GatheredAttention, FastMatchesReference) {
     for (int64_t j = 0; j < D; ++j) EXPECT_EQ(out.data<float>()[r * D + j], 0.0f);
 }
 
+TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
+  // Rows of 8000 (a vocabulary) and of 3; large offsets to exercise the max subtraction.
+  for (const Shape &shape : {Shape{37, 1, 8000}, Shape{5, 3}}) {
+    Tensor x = randomF32(shape, 21, -30.0f, 30.0f);
+    SingleOp op("tfm.log_softmax", {{x}}, {});
+    op.compare("fast.log_softmax", 2e-5, 1e-5);
+    Tensor y = op.run(KernelBackend::Reference);
+    const int64_t n = shape.back();
+    for (int64_t r = 0; r < x.numel() / n; ++r) {
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(double(y.data<float>()[r * n + j]));
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+}
+
 // A model whose `step` entry reorders a cache by `parents`, writes `update` at `step`, and
 // returns the whole cache (scaled by 1, so the state itself is not an output).
 Artifact cacheArtifact() {

@@ -99,14 +99,14 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
   }
   // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last,
   // last_position + 10 gradient ops + lr_schedule, adam_update + cache_reorder, cache_write,
-  // cached_attention, gathered_attention, add_position_at
-  EXPECT_EQ(opSchemas().size(), 40u);
+  // cached_attention, gathered_attention, add_position_at + log_softmax
+  EXPECT_EQ(opSchemas().size(), 41u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {
   const KernelRegistry &r = KernelRegistry::builtin();
   for (const char *op : {"tfm.matmul", "tfm.batch_matmul", "tfm.softmax", "tfm.layer_norm", "tfm.cached_attention",
-                         "tfm.gathered_attention"})
+                         "tfm.gathered_attention", "tfm.log_softmax"})
     EXPECT_NE(r.find({op, DType::F32, Layout::Plain, KernelBackend::Dnnl}), nullptr) << op;
 }
 
