@@ -61,20 +61,21 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
     for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
     out.lse = double(mx) + std::log(sum);
   }
-  // A small sorted buffer: V is large, keep is 2 x beam. Most logits lose to the current
-  // worst kept one, which is one comparison.
+  // A small sorted buffer: V is large, keep is 2 x beam. Once it is full, a token enters only
+  // if it beats the worst kept value (ties: the lower id, already kept), one comparison each.
   auto &best = out.best;
   best.clear();
   auto better = [](const std::pair<float, int32_t> &a, const std::pair<float, int32_t> &b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
+  float worst = -std::numeric_limits<float>::infinity();
   for (int64_t v = 0; v < V; ++v) {
+    if (best.size() == keep && !(z[v] > worst)) continue;
     if (v == skipA || v == skipB) continue;
     const std::pair<float, int32_t> c{z[v], int32_t(v)};
-    if (best.size() == keep && !better(c, best.back())) continue;
-    auto pos = std::upper_bound(best.begin(), best.end(), c, better);
-    best.insert(pos, c);
+    best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
     if (best.size() > keep) best.pop_back();
+    if (best.size() == keep) worst = best.back().first;
   }
 }
 

@@ -12,8 +12,8 @@ namespace tfmrt {
 namespace {
 
 // Gathers in place: row r <- row parents[r] over positions [0, step). Rows that keep their own
-// content are skipped; the others go through scratch, a block of positions at a time, so a row
-// that is both read and overwritten is read first.
+// content are skipped. A source row that is itself overwritten is first saved to scratch (a block
+// of positions at a time); every other source is copied straight from the cache.
 class CacheReorderKernel final : public Kernel {
 public:
   static constexpr int64_t kBlock = 16;  // positions per pass
@@ -30,23 +30,41 @@ public:
     TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[1], Rc, "parents"));
     float *cache = a.outputs[0].as<float>();  // the same buffer as the operand
     moved_.clear();
+    overwritten_.assign(size_t(Rc), 0);
     for (int64_t r = 0; r < R; ++r)
-      if (parents[r] != r) moved_.push_back(r);
+      if (parents[r] != r) moved_.push_back(r), overwritten_[size_t(r)] = 1;
     if (moved_.empty() || step == 0) return Status::OK();
-    if (size_t(R * kBlock * D) * sizeof(float) > a.scratchBytes) return internalError("cache_reorder: scratch too small");
+    // Sources that are also destinations, each saved once (slot per source row).
+    saved_.clear();
+    slot_.assign(size_t(Rc), -1);
+    for (int64_t r : moved_) {
+      const int32_t p = parents[r];
+      if (overwritten_[size_t(p)] && slot_[size_t(p)] < 0) {
+        slot_[size_t(p)] = int64_t(saved_.size());
+        saved_.push_back(p);
+      }
+    }
+    if (size_t(int64_t(saved_.size()) * kBlock * D) * sizeof(float) > a.scratchBytes)
+      return internalError("cache_reorder: scratch too small");
     float *tmp = static_cast<float *>(a.scratch);
+    const size_t rowBytes = sizeof(float) * size_t(D);
     for (int64_t p0 = 0; p0 < step; p0 += kBlock) {
       const int64_t n = std::min(kBlock, step - p0);
-      for (size_t i = 0; i < moved_.size(); ++i)
-        std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (parents[moved_[i]] * Tc + p0) * D, size_t(n * D) * sizeof(float));
-      for (size_t i = 0; i < moved_.size(); ++i)
-        std::memcpy(cache + (moved_[i] * Tc + p0) * D, tmp + int64_t(i) * kBlock * D, size_t(n * D) * sizeof(float));
+      for (size_t i = 0; i < saved_.size(); ++i)
+        std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (saved_[i] * Tc + p0) * D, size_t(n) * rowBytes);
+      for (int64_t r : moved_) {
+        const int32_t p = parents[r];
+        const float *src = slot_[size_t(p)] >= 0 ? tmp + slot_[size_t(p)] * kBlock * D : cache + (p * Tc + p0) * D;
+        std::memcpy(cache + (r * Tc + p0) * D, src, size_t(n) * rowBytes);
+      }
     }
     return Status::OK();
   }
 
 private:
-  std::vector<int64_t> moved_;  // reserved once it has grown: no allocation per step
+  // Reserved once they have grown: no allocation per step.
+  std::vector<int64_t> moved_, saved_, slot_;
+  std::vector<uint8_t> overwritten_;
 };
 
 class CacheWriteKernel final : public Kernel {
