@@ -6,11 +6,18 @@ fused/unfused and tfmc/PyTorch, and the load average.
 
   python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
   python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6]
+  python3 bench/compare_pytorch.py --mode decode --spec small --checkpoint small.ckpt --tokenizer m30k.spm \
+      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4]
 
 --mode train compares training steps instead: tfmc's compiled train_step (`tfmc train`, dropout +
 forward + backward + Adam in one graph, fused build) against PyTorch's train-mode forward,
 backward and torch.optim.Adam step (bench/pytorch_forward.py --adam), same shapes and initial
 weights, median step time of each round.
+
+--mode decode translates a test split with a trained checkpoint: `tfmc translate` (encode +
+decode_step with the K/V cache) against bench/pytorch_decode.py (the reference modules run token by
+token with an incremental K/V cache, same search rules), same weights, same source ids, batches of
+32 sentences in length order; prints both times, the ratio, and how many outputs are identical.
 """
 import argparse
 import json
@@ -120,6 +127,50 @@ def main_train(args):
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def main_decode(args):
+    if not (args.checkpoint and args.tokenizer):
+        sys.exit("--mode decode needs --checkpoint and --tokenizer")
+    tfmc = os.path.join(args.build, "bin", "tfmc")
+    spec = os.path.join(ROOT, "models", args.spec + ".yaml")
+    workdir = tempfile.mkdtemp(prefix="tfmc-decode-")
+    artifact = os.path.join(workdir, "x.tfmx")
+    subprocess.run([tfmc, "compile", spec, "--entries=forward,translate", "-o", artifact, "--quiet"], check=True)
+    src_path = os.path.join(args.data, f"{args.split}.{args.src}.gz")
+    text = subprocess.run(["zcat", src_path], check=True, capture_output=True).stdout
+    plain = os.path.join(workdir, "src.txt")
+    with open(plain, "wb") as f:
+        f.write(text)
+    ids = os.path.join(workdir, "src.ids")
+    with open(ids, "wb") as f:
+        f.write(subprocess.run(["spm_encode", "--model", args.tokenizer, "--output_format=id"], input=text,
+                               check=True, capture_output=True).stdout)
+    env = dict(os.environ, LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu/openblas-openmp", OPENBLAS_CORETYPE="SkylakeX")
+    sentences = text.count(b"\n")
+    print(f"spec {args.spec}, {args.split} ({sentences} sentences), batches of 32, f32, {args.threads} "
+          f"threads, same checkpoint; load average before: {loadavg()}")
+    for beam in [int(b) for b in args.beams.split(",")]:
+        tt, pt = [], []
+        for r in range(args.rounds):
+            out_t, out_p = os.path.join(workdir, "t.ids"), os.path.join(workdir, "p.ids")
+            log = subprocess.run([tfmc, "translate", artifact, "--checkpoint", args.checkpoint, "--tokenizer",
+                                  args.tokenizer, "--input", plain, "--beam", str(beam), "--output-format", "ids",
+                                  "--threads", str(args.threads), "--output", out_t],
+                                 check=True, capture_output=True, text=True).stderr
+            tt.append(float(re.search(r", ([0-9.]+) s \(", log).group(1)))
+            log = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "pytorch_decode.py"), "--spec", spec,
+                                  "--checkpoint", args.checkpoint, "--ids", ids, "--beam", str(beam), "--threads",
+                                  str(args.threads), "--output", out_p], env=env, check=True, capture_output=True,
+                                 text=True).stdout
+            pt.append(float(re.search(r", ([0-9.]+) s", log).group(1)))
+            a, b = open(out_t).read().splitlines(), open(out_p).read().splitlines()
+            same = sum(x == y for x, y in zip(a, b))
+            print(f"  beam {beam} round {r + 1}: tfmc {tt[-1]:.2f} s, pytorch {pt[-1]:.2f} s, "
+                  f"tfmc/pytorch speed {pt[-1] / tt[-1]:.2f}x, identical outputs {same} of {len(a)}; load {loadavg()}")
+        t, p = statistics.median(tt), statistics.median(pt)
+        print(f"beam {beam}: median tfmc {t:.2f} s, pytorch {p:.2f} s: tfmc {p / t:.2f}x faster")
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -128,11 +179,21 @@ def main():
     ap.add_argument("--iters", type=int, default=5, help="PyTorch iterations per round")
     ap.add_argument("--min-time", default="2", help="Google Benchmark min time per round (s)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--mode", choices=["forward", "train"], default="forward")
+    ap.add_argument("--mode", choices=["forward", "train", "decode"], default="forward")
     ap.add_argument("--steps", type=int, default=6, help="tfmc training steps per round (--mode train)")
+    ap.add_argument("--checkpoint", help="--mode decode: a trained checkpoint of --spec")
+    ap.add_argument("--tokenizer", help="--mode decode: its SentencePiece model")
+    ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+    ap.add_argument("--split", default="test_2016_flickr")
+    ap.add_argument("--src", default="de")
+    ap.add_argument("--beams", default="1,4")
     args = ap.parse_args()
     if args.mode == "train":
         return main_train(args)
+    if args.mode == "decode":
+        if "--rounds" not in sys.argv:
+            args.rounds = 1
+        return main_decode(args)
 
     shape = SHAPES[args.spec]
     workdir = tempfile.mkdtemp(prefix="tfmc-compare-")
