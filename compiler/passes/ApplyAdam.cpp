@@ -1,5 +1,6 @@
 // tfm-apply-adam: a differentiated function (loss, grad:<param>...) becomes a training step
-// that updates the parameters in place and returns (loss, grad_sq_norm).
+// that updates the parameters and their Adam moments (session state "adam.m/<param>",
+// "adam.v/<param>") in place and returns (loss, grad_sq_norm).
 #include "llvm/ADT/StringMap.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -47,7 +48,12 @@ LogicalResult applyAdam(func::FuncOp fn, DictionaryAttr hyper) {
       return fail("result #" + Twine(i) + " is not a gradient (grad:<param>)");
     Value param = params.lookup(name.getValue().drop_front(5));
     if (!param) return fail("no tfm.param named '" + name.getValue().drop_front(5) + "'");
-    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, param, ret.getOperand(i), lr, step, beta1, beta2, eps);
+    // The moments are session state named after the parameter (what checkpoints store).
+    const std::string paramName = name.getValue().drop_front(5).str();
+    Value m = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.m/" + paramName);
+    Value v = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.v/" + paramName);
+    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, param, ret.getOperand(i), lr, step, m, v, beta1,
+                                           beta2, eps);
     sqNorm = sqNorm ? b.create<tfm::AddOp>(loc, scalar, sqNorm, sq).getResult() : sq;
   }
   Value loss = ret.getOperand(0);

@@ -78,10 +78,13 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     tfmrt::Status status;
   };
   std::vector<EntryPlan> plans;
-  int64_t cacheBytesPerPosition = 0;  // K/V cache of decode_step, per hypothesis and position
-  for (const auto &st : artifact.states) cacheBytesPerPosition += st.shape.back() * 4;
+  int64_t cacheBytesPerPosition = 0, cacheTensors = 0;  // decode_step's K/V cache, per hypothesis and position
+  for (const auto &st : artifact.states)
+    if (!tfmrt::isStaticState(st)) cacheBytesPerPosition += st.shape.back() * 4, ++cacheTensors;
   for (const auto &fn : artifact.functions) {
-    if (artifact.usesState(fn)) continue;  // planned per session (reported below)
+    bool cache = false;
+    for (const auto &v : fn.values) cache |= v.kind == tfmrt::ValueKind::State && !tfmrt::isStaticState(artifact.states[v.index]);
+    if (cache) continue;  // planned per session (reported below)
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
     std::vector<std::vector<int64_t>> shapes{{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}};
     if (fn.inputs.size() == 4) shapes.push_back({});  // train_step's step
@@ -119,7 +122,7 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
       const int64_t rows = c.batch * spec.decoding.beam_size, steps = spec.model.max_len;
       std::printf("K/V cache of 'decode_step' (session state, %zu tensors): %lld bytes per hypothesis and position; "
                   "%.2f MiB at batch %lld x beam %lld x %lld positions\n",
-                  artifact.states.size(), (long long)cacheBytesPerPosition,
+                  size_t(cacheTensors), (long long)cacheBytesPerPosition,
                   double(cacheBytesPerPosition) * double(rows * steps) / 1048576.0, (long long)c.batch,
                   (long long)spec.decoding.beam_size, (long long)steps);
     }

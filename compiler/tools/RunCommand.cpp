@@ -59,7 +59,7 @@ std::string loadAverage() {
 
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
   return s + "]";
 }
 
@@ -274,6 +274,9 @@ int inspectCommand(const CommandLine &cl) {
   for (const auto &p : a.params)
     std::printf("  %-50s %s\n", p.name.c_str(), shapeString(p.shape).c_str());
   std::printf("%zu constants\n", a.constants.size());
+  std::printf("%zu session states (? = bound per session):\n", a.states.size());
+  for (const auto &st : a.states)
+    std::printf("  %-50s %s\n", st.name.c_str(), shapeString(st.shape).c_str());
   for (const auto &fn : a.functions) {
     std::map<std::string, int> counts;
     for (const auto &n : fn.nodes) counts[n.op]++;

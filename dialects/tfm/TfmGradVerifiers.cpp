@@ -110,6 +110,12 @@ LogicalResult AdamUpdateOp::verify() {
   if (failed(expectLikeInput(*this, getGrad(), param, "grad")) || failed(expectRank(*this, getLr(), 0, "lr")) ||
       failed(expectRank(*this, getStep(), 0, "step")))
     return failure();
+  for (auto [moment, name] : {std::pair<Value, const char *>{getM(), "m"}, {getV(), "v"}}) {
+    if (!moment.getDefiningOp<StateOp>()) return emitOpError() << name << " must be a tfm.state (the optimizer state)";
+    if (moment.getType() != getParam().getType())
+      return emitOpError() << name << " must have the parameter's type " << getParam().getType() << ", got "
+                           << moment.getType();
+  }
   for (auto [name, beta] : {std::pair<const char *, double>{"beta1", getBeta1().convertToDouble()},
                             {"beta2", getBeta2().convertToDouble()}})
     if (failed(expectRate(*this, beta, name))) return failure();

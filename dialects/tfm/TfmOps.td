@@ -516,22 +516,25 @@ def Tfm_LrScheduleOp : Tfm_Op<"lr_schedule", [Pure]> {
 }
 
 def Tfm_AdamUpdateOp : Tfm_Op<"adam_update", [MemoryEffects<[MemWrite]>]> {
-  let summary = "One Adam step on a parameter, in place; returns sum(grad^2)";
+  let summary = "One Adam step on a parameter and its moments, in place; returns sum(grad^2)";
   let description = [{
     param must be a tfm.param result; grad has its shape; lr: tensor<f32>; step: tensor<i32>
-    (>= 1, the step being taken). PyTorch's bias-corrected Adam without weight decay:
+    (>= 1, the step being taken); m, v: the moments, session state of the parameter's shape
+    (tfm.state "adam.m/<param>", "adam.v/<param>"). PyTorch's bias-corrected Adam without
+    weight decay:
       m = beta1 m + (1 - beta1) g,  v = beta2 v + (1 - beta2) g^2,
       param -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + epsilon).
-    The moments m and v are runtime state of the parameter: zeros when weights are set, saved
-    and restored with training checkpoints. The
-    parameter is written after every other use of it in the function (the pass puts all updates
-    just before the return). The result, sum(grad^2), gives the global gradient norm.
+    param, m and v are written in place. The moments are zeros when weights are set and are saved
+    and restored with training checkpoints. The parameter is written after every other use of it
+    in the function (the pass puts all updates just before the return). The result, sum(grad^2),
+    gives the global gradient norm.
   }];
   let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32Tensor:$lr, Tfm_I32Tensor:$step,
+                       Tfm_F32Tensor:$m, Tfm_F32Tensor:$v,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
-    $param `,` $grad `,` $lr `,` $step attr-dict `:` functional-type(operands, results)
+    $param `,` $grad `,` $lr `,` $step `,` $m `,` $v attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -85,13 +85,6 @@ public:
   virtual size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &inputShapes, int threads) const {
     return 0;
   }
-  // Kernels holding training state (Adam moments) clear it here: called whenever weights are
-  // installed (initWeights, setWeights, loadWeights), not after the kernel's own updates.
-  virtual void resetState() {}
-  // Checkpoints: the training state as named tensors ("adam.m/<param>", ...), and back. load
-  // gets every tensor of the checkpoint and must find its own names, with their shapes.
-  virtual Status saveState(std::map<std::string, Tensor> &out) const { return Status::OK(); }
-  virtual Status loadState(const std::map<std::string, Tensor> &in) { return Status::OK(); }
   // Errors carry only the detail; the Model prefixes entry and node.
   virtual Status run(const KernelArgs &args) = 0;
 };

@@ -161,6 +161,8 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   }
   state.refs.assign(maxArity, TensorRef());
   state.usesState = artifact.usesState(fn);
+  for (const ValueInfo &v : fn.values)
+    if (v.kind == ValueKind::State && !isStaticState(artifact.states[v.index])) state.usesDynamicState = true;
   return Status::OK();
 }
 
@@ -196,6 +198,10 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
       s->impl_->runs[i].data.assign(e.fn->values.size(), nullptr);
       s->impl_->runs[i].refs.assign(e.refs.size(), TensorRef());
     }
+    const Artifact &a = model.impl_->artifact;
+    s->impl_->states.resize(a.states.size());
+    for (size_t i = 0; i < a.states.size(); ++i)
+      if (isStaticState(a.states[i])) s->impl_->states[i] = Tensor(a.states[i].dtype, a.states[i].shape);
     session = std::move(s);
     return Status::OK();
   } catch (const std::bad_alloc &) {
@@ -205,8 +211,10 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
 
 Status Session::bindStates(const std::vector<int64_t> &dims) {
   const Artifact &a = impl_->model->artifact;
-  std::vector<Shape> shapes;
-  for (const StateInfo &st : a.states) {
+  std::vector<Shape> shapes(a.states.size());
+  for (size_t i = 0; i < a.states.size(); ++i) {
+    const StateInfo &st = a.states[i];
+    if (isStaticState(st)) continue;
     Shape shape = st.shape;
     size_t next = 0;
     for (int64_t &d : shape) {
@@ -223,11 +231,11 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
     int64_t numel;
     if (!checkedNumel(shape, int64_t(1) << 36, numel))
       return invalidArgument(cat("bindStates: state '", st.name, "' of shape ", shapeStr(shape), " is too large"));
-    shapes.push_back(std::move(shape));
+    shapes[i] = std::move(shape);
   }
   try {
-    impl_->states.resize(a.states.size());
     for (size_t i = 0; i < shapes.size(); ++i) {
+      if (isStaticState(a.states[i])) continue;
       Tensor &t = impl_->states[i];
       bool fits = t.shape.size() == shapes[i].size();
       for (size_t d = 0; fits && d < shapes[i].size(); ++d) fits = t.shape[d] >= shapes[i][d];
@@ -236,16 +244,25 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
       t = Tensor(a.states[i].dtype, shapes[i]);  // zero-filled
     }
   } catch (const std::bad_alloc &) {
-    impl_->states.clear();
+    for (size_t i = 0; i < a.states.size(); ++i)
+      if (!isStaticState(a.states[i])) impl_->states[i] = Tensor();
+    impl_->dynamicBound = false;
     return internalError("bindStates: out of memory");
   }
+  impl_->dynamicBound = true;
   return Status::OK();
+}
+
+void Session::Impl::zeroStaticStates() {
+  const Artifact &a = model->artifact;
+  for (size_t i = 0; i < a.states.size() && i < states.size(); ++i)
+    if (isStaticState(a.states[i]) && states[i].nbytes()) std::memset(states[i].rawData(), 0, states[i].nbytes());
 }
 
 const Tensor *Session::state(const std::string &name) const {
   const Artifact &a = impl_->model->artifact;
   for (size_t i = 0; i < a.states.size() && i < impl_->states.size(); ++i)
-    if (a.states[i].name == name) return &impl_->states[i];
+    if (a.states[i].name == name) return impl_->states[i].shape.empty() ? nullptr : &impl_->states[i];
   return nullptr;
 }
 

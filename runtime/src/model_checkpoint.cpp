@@ -61,18 +61,22 @@ TensorRefList sortedRefs(const TensorMap &tensors) {
   return refs;  // std::map: already in name order
 }
 
+// The training state: the static session states of the default session (Adam moments), by name.
+void trainingState(const Model::Impl &m, TensorRefList &out) {
+  const auto &states = m.session->internals().states;
+  for (size_t i = 0; i < m.artifact.states.size(); ++i)
+    if (isStaticState(m.artifact.states[i])) out.emplace_back(m.artifact.states[i].name, &states[i]);
+}
+
 }  // namespace
 
 Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta) const {
   if (!impl_->hasWeights) return invalidArgument("saveCheckpoint: weights are not set");
   try {
     const Artifact &a = impl_->artifact;
-    TensorMap state;
-    for (const EntryState &e : impl_->entries)
-      for (const auto &k : e.kernels) TFMRT_RETURN_IF_ERROR(k->saveState(state));
     TensorRefList refs;
     for (size_t i = 0; i < a.params.size(); ++i) refs.emplace_back(a.params[i].name, &impl_->weights[i]);
-    for (const auto &[name, t] : state) refs.emplace_back(name, &t);
+    trainingState(*impl_, refs);
     std::sort(refs.begin(), refs.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
     MetadataMap metadata(meta.begin(), meta.end());
     metadata["format"] = kFormat;
@@ -120,29 +124,23 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     // Weights and state go in together: take both apart first, so an error changes nothing.
     std::map<std::string, Tensor> weights, state;
     for (auto &[name, t] : tensors) (impl_->artifact.findParam(name) >= 0 ? weights : state)[name] = std::move(t);
-    std::map<std::string, Tensor> previousState;  // to roll back on error
-    for (EntryState &e : impl_->entries)
-      for (auto &k : e.kernels) TFMRT_RETURN_IF_ERROR(k->saveState(previousState));
+    TensorRefList current;  // this model's training state tensors, by name
+    trainingState(*impl_, current);
     // A model without training state (compiled without train_step: translation, evaluation)
     // takes the weights only.
-    if (previousState.empty()) state.clear();
-    if (previousState.size() != state.size())
-      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", previousState.size()));
-    const bool hadWeights = impl_->hasWeights;
-    const std::vector<Tensor> previousWeights = impl_->weights;
+    if (current.empty()) state.clear();
+    if (current.size() != state.size())
+      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", current.size()));
+    for (const auto &[name, t] : current) {
+      auto it = state.find(name);
+      if (it == state.end()) return refuse(cat("missing optimizer state '", name, "'"));
+      if (it->second.dtype != t->dtype || it->second.shape != t->shape)
+        return refuse(cat("optimizer state '", name, "' is ", it->second.describe(), ", expected ", t->describe()));
+    }
     Status s = setWeights(weights, /*keepTrainingState=*/true);
     if (!s.ok()) return refuse(s.message());
-    for (EntryState &e : impl_->entries)
-      for (auto &k : e.kernels) {
-        if (s.ok()) s = k->loadState(state);
-      }
-    if (!s.ok()) {
-      for (EntryState &e : impl_->entries)
-        for (auto &k : e.kernels) (void)k->loadState(previousState);
-      if (hadWeights) (void)impl_->installWeights(previousWeights, /*resetTrainingState=*/false);
-      else impl_->hasWeights = false;
-      return refuse(s.message());
-    }
+    for (const auto &[name, t] : current)  // checked above: nothing can fail from here
+      std::memcpy(const_cast<Tensor *>(t)->rawData(), state.at(name).rawData(), t->nbytes());
     step = parsed;
     if (meta) *meta = std::map<std::string, std::string>(metadata.begin(), metadata.end());
     return Status::OK();

@@ -52,7 +52,8 @@ struct EntryState {
   // Has nodes that update parameters in place (tfm.adam_update): after each run, weight-derived
   // values and packed weights of every entry are refreshed.
   bool mutatesWeights = false;
-  bool usesState = false;  // has State values: runs only once the session's states are bound
+  bool usesState = false;       // has State values (their shapes are part of the plan key)
+  bool usesDynamicState = false;  // a state with dynamic dims: runs only once bindStates bound them
   std::vector<TensorRef> refs;  // operands then results of a node evaluated when weights are set
 };
 
@@ -92,10 +93,15 @@ struct Model::Impl {
   void *knownData(const EntryState &state, uint32_t v);
 };
 
+// Static states (isStaticState: the Adam moments of train_step) are training state: allocated
+// (zeros) with the session, zeroed when weights are set, saved in checkpoints. States with dynamic
+// dims (the K/V caches) are transient, allocated by bindStates.
 struct Session::Impl {
   Model::Impl *model = nullptr;
   std::vector<EntryRun> runs;  // per model entry
-  std::vector<Tensor> states;  // per artifact state; empty until bindStates
+  std::vector<Tensor> states;  // per artifact state (dynamic ones empty until bindStates)
+  bool dynamicBound = false;
+  void zeroStaticStates();
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
 };

@@ -67,7 +67,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   if (!m.hasWeights && !artifact.params.empty())
     return invalidArgument(cat(entryStr(fn), ": weights are not set: call initWeights(seed) or loadWeights(path) before run()"));
   TFMRT_RETURN_IF_ERROR(checkInputs(fn, inputs));
-  if (state->usesState && states.size() != artifact.states.size())
+  if (state->usesDynamicState && !dynamicBound)
     return invalidArgument(cat(entryStr(fn), " uses session state (a K/V cache): bind it with Session::bindStates "
                                   "before run()"));
 

@@ -97,9 +97,8 @@ Status Model::Impl::installWeights(std::vector<Tensor> fresh, bool resetTraining
   ++weightsVersion;
   Status s = evaluateWeightDerived();
   if (s.ok()) {
-    if (resetTrainingState)  // new weights: training state (Adam moments) starts over
-      for (EntryState &e : entries)
-        for (auto &k : e.kernels) k->resetState();
+    if (resetTrainingState && session)  // new weights: training state (Adam moments) starts over
+      session->internals().zeroStaticStates();
     return s;
   }
   // Leave the model as it was: the previous weights and what was derived from them.

@@ -78,7 +78,10 @@ std::vector<OpSchema> buildSchemas() {
       // Optimizer ops (dialects/tfm/README.md, "Optimizer ops").
       {"tfm.lr_schedule", {{"step", I, 0, 0}}, F,
        {{"lr_scale", K::Float, true, 0}, {"d_model", K::Int, true, 0}, {"warmup_steps", K::Int, true, 0}}},
-      {"tfm.adam_update", {{"param", F, 0, kAny}, {"grad", F, 0, kAny}, {"lr", F, 0, 0}, {"step", I, 0, 0}}, F,
+      {"tfm.adam_update",
+       {{"param", F, 0, kAny}, {"grad", F, 0, kAny}, {"lr", F, 0, 0}, {"step", I, 0, 0}, {"m", F, 0, kAny},
+        {"v", F, 0, kAny}},
+       F,
        {{"beta1", K::Float, true, 0}, {"beta2", K::Float, true, 0}, {"epsilon", K::Float, true, 0}}},
   };
 }

@@ -324,6 +324,9 @@ Status inferShape(const Node &node, const std::vector<const Shape *> &in, Shape 
   if (op == "tfm.adam_update") {
     Shape same;
     TFMRT_RETURN_IF_ERROR(elementwise(*in[0], *in[1], same));
+    if (*in[4] != *in[0] || *in[5] != *in[0])
+      return invalidArgument(cat("the moments ", shapeStr(*in[4]), ", ", shapeStr(*in[5]), " must have the parameter's shape ",
+                                 shapeStr(*in[0])));
     out.clear();
     return Status::OK();
   }

@@ -99,6 +99,14 @@ struct StateInfo {
   std::vector<int64_t> shape;  // kDynamicDim where bound by Session::bindStates
 };
 
+// A state without dynamic dims (train_step's Adam moments) is training state: allocated with each
+// session and saved in checkpoints. One with dynamic dims (a K/V cache) is bound per session.
+inline bool isStaticState(const StateInfo &s) {
+  for (int64_t d : s.shape)
+    if (d == kDynamicDim) return false;
+  return true;
+}
+
 struct Artifact {
   uint32_t formatVersion = kArtifactFormatVersion;
   std::string modelName;

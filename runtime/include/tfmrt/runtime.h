@@ -97,7 +97,8 @@ public:
   Status loadWeights(const std::string &safetensorsPath);
   Status saveWeights(const std::string &safetensorsPath) const;
 
-  // Training checkpoints: weights + training state (Adam moments) + `step` (the last step taken)
+  // Training checkpoints: weights + training state (the Adam moments: the static session states of
+  // the model's default session, the one Model::run uses) + `step` (the last step taken)
   // + caller metadata, in one safetensors file written atomically (temporary file + rename).
   // The file carries a format tag, a version and a CRC-32 of every tensor's bytes; loading checks
   // them, the model name and every tensor, and changes nothing on any error. A model without
@@ -145,11 +146,12 @@ public:
   // A session of `model`, which must outlive it. Allocates nothing until run() or bindStates().
   static Status create(Model &model, std::unique_ptr<Session> &session);
 
-  // Allocates the artifact's state tensors, binding each one's dynamic dims in order to
-  // `dynamicDims` (the decoder caches are [rows, steps, d_model]: bindStates({rows, steps})).
+  // Allocates the artifact's states with dynamic dims, binding each one's dynamic dims in order
+  // to `dynamicDims` (the decoder caches are [rows, steps, d_model]: bindStates({rows, steps})).
   // A state already at least that large along every dim is kept (no allocation); its contents
   // are then whatever the last calls left, which the entries that use state never read before
-  // writing (decode_step starts from position 0). New states are zero-filled.
+  // writing (decode_step starts from position 0). New states are zero-filled. States without
+  // dynamic dims (train_step's Adam moments, "adam.m/<param>") exist from creation, zeros.
   Status bindStates(const std::vector<int64_t> &dynamicDims);
   const Tensor *state(const std::string &name) const;  // null if unknown or not bound
   int64_t stateBytes() const;                            // all bound states
@@ -160,6 +162,7 @@ public:
   MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;
 
   struct Impl;
+  Impl &internals() { return *impl_; }  // runtime-internal (opaque outside libtfmrt)
 
 private:
   friend class Model;

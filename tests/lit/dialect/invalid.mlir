@@ -521,24 +521,45 @@ func.func @batch_matmul_transpose_ab_contraction(%a: tensor<?x2x6x7xf32>, %b: te
 
 // -----
 func.func @adam_update_not_a_param(%x: tensor<4x3xf32>, %g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
   // expected-error @+1 {{param must be the result of tfm.param}}
-  %0 = tfm.adam_update %x, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  %0 = tfm.adam_update %x, %g, %lr, %step, %m, %m {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
   return
 }
 
 // -----
 func.func @adam_update_grad_shape(%g: tensor<3x4xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
   %w = tfm.param "w" : tensor<4x3xf32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
   // expected-error @+1 {{grad dimension 0 is 3 but must be 4}}
-  %0 = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %m {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<3x4xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
   return
 }
 
 // -----
 func.func @adam_update_beta(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
   %w = tfm.param "w" : tensor<4x3xf32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
   // expected-error @+1 {{beta2 must be in [0, 1), got 1}}
-  %0 = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 1.0 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %m {beta1 = 0.9 : f64, beta2 = 1.0 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @adam_update_moment_not_state(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>, %m: tensor<4x3xf32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  // expected-error @+1 {{m must be a tfm.state (the optimizer state)}}
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %m {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @adam_update_moment_shape(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
+  %v = tfm.state "adam.v/w" : tensor<3x4xf32>
+  // expected-error @+1 {{v must have the parameter's type 'tensor<4x3xf32>', got 'tensor<3x4xf32>'}}
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %v {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<3x4xf32>) -> tensor<f32>
   return
 }
 

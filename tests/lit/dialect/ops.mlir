@@ -100,8 +100,10 @@ func.func @optimizer(%step: tensor<i32>, %g: tensor<4x3xf32>) -> tensor<f32> {
   // CHECK: tfm.lr_schedule %arg0 {d_model = 512 : i64, lr_scale = 1.000000e+00 : f64, warmup_steps = 4000 : i64} : (tensor<i32>) -> tensor<f32>
   %lr = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 4000} : (tensor<i32>) -> tensor<f32>
   %w = tfm.param "w" : tensor<4x3xf32>
-  // CHECK: tfm.adam_update %{{.*}}, %arg1, %{{.*}}, %arg0 {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
-  %sq = tfm.adam_update %w, %g, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>) -> tensor<f32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
+  %v = tfm.state "adam.v/w" : tensor<4x3xf32>
+  // CHECK: tfm.adam_update %{{.*}}, %arg1, %{{.*}}, %arg0, %{{.*}}, %{{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  %sq = tfm.adam_update %w, %g, %lr, %step, %m, %v {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
   return %sq : tensor<f32>
 }
 

@@ -2,7 +2,8 @@
 
 // A differentiated function with a tfm.adam dictionary becomes a training step: one learning rate
 // from the step argument, one in-place Adam update per parameter (after every forward and
-// backward op), and results (loss, grad_sq_norm = sum of the updates' squared-gradient sums).
+// backward op) with its moments as session state named after the parameter, and results
+// (loss, grad_sq_norm = sum of the updates' squared-gradient sums).
 // CHECK-LABEL: func.func @train_step(%arg0: tensor<?x?x8xf32>, %arg1: tensor<?x?xi32>, %arg2: tensor<i32> {tfm.name = "step"}) -> (tensor<f32> {tfm.name = "loss"}, tensor<f32> {tfm.name = "grad_sq_norm"}) attributes {tfm.mode = "inference"} {
 // CHECK: %[[W1:.*]] = tfm.param "fc1.weight"
 // CHECK: %[[W2:.*]] = tfm.param "out.weight"
@@ -10,8 +11,12 @@
 // CHECK: tfm.label_smoothed_xent_grad
 // CHECK: %[[G1:.*]] = tfm.weight_grad
 // CHECK: %[[LR:.*]] = tfm.lr_schedule %arg2 {d_model = 8 : i64, lr_scale = 5.000000e-01 : f64, warmup_steps = 10 : i64} : (tensor<i32>) -> tensor<f32>
-// CHECK-NEXT: %[[U1:.*]] = tfm.adam_update %[[W1]], %{{.*}}, %[[LR]], %arg2 {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64}
-// CHECK-NEXT: %[[U2:.*]] = tfm.adam_update %[[W2]], %{{.*}}, %[[LR]], %arg2
+// CHECK-NEXT: %[[M1:.*]] = tfm.state "adam.m/fc1.weight" : tensor<8x8xf32>
+// CHECK-NEXT: %[[V1:.*]] = tfm.state "adam.v/fc1.weight" : tensor<8x8xf32>
+// CHECK-NEXT: %[[U1:.*]] = tfm.adam_update %[[W1]], %{{.*}}, %[[LR]], %arg2, %[[M1]], %[[V1]] {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64}
+// CHECK-NEXT: %[[M2:.*]] = tfm.state "adam.m/out.weight" : tensor<11x8xf32>
+// CHECK-NEXT: %[[V2:.*]] = tfm.state "adam.v/out.weight" : tensor<11x8xf32>
+// CHECK-NEXT: %[[U2:.*]] = tfm.adam_update %[[W2]], %{{.*}}, %[[LR]], %arg2, %[[M2]], %[[V2]]
 // CHECK-NEXT: %[[SUM:.*]] = tfm.add %[[U1]], %[[U2]] : tensor<f32>
 // CHECK-NEXT: return %[[LOSS]], %[[SUM]] : tensor<f32>, tensor<f32>
 func.func @train_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>

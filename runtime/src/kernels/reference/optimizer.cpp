@@ -38,6 +38,8 @@ private:
   double scale_ = 1.0, dModel_ = 1.0, warmup_ = 1.0;
 };
 
+// The moments m, v are operands #4 and #5: session state written in place (the Session owns them,
+// checkpoints save them, setting weights zeroes them).
 class AdamUpdateKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.adam_update"; }
@@ -47,26 +49,10 @@ public:
     eps_ = attrFloat(*info.node, "epsilon");
     if (!info.knownBeforeRun[0] || info.inputs[0]->kind != ValueKind::Parameter)
       return invalidArgument(cat("tfm.adam_update must update a parameter, got '", info.inputs[0]->name, "'"));
-    param_ = info.inputs[0]->name;
-    shape_ = info.inputs[0]->shape;
-    int64_t n = 1;
-    for (int64_t d : info.inputs[0]->shape) n *= d;
-    m_.assign(size_t(n), 0.0f);  // the moments live as long as the kernel: sized once, at load
-    v_.assign(size_t(n), 0.0f);
+    for (size_t i : {size_t(4), size_t(5)})
+      if (info.inputs[i]->kind != ValueKind::State)
+        return invalidArgument(cat("tfm.adam_update's moments must be session state, got '", info.inputs[i]->name, "'"));
     return Status::OK();
-  }
-  void resetState() override {
-    std::fill(m_.begin(), m_.end(), 0.0f);
-    std::fill(v_.begin(), v_.end(), 0.0f);
-  }
-  Status saveState(std::map<std::string, Tensor> &out) const override {
-    out["adam.m/" + param_] = toTensor(m_);
-    out["adam.v/" + param_] = toTensor(v_);
-    return Status::OK();
-  }
-  Status loadState(const std::map<std::string, Tensor> &in) override {
-    TFMRT_RETURN_IF_ERROR(fromTensor(in, "adam.m/" + param_, m_));
-    return fromTensor(in, "adam.v/" + param_, v_);
   }
   Status run(const KernelArgs &a) override {
     float *param = a.inputs[0].as<float>();
@@ -74,12 +60,12 @@ public:
     const float lr = a.inputs[2].as<float>()[0];
     int32_t step;
     TFMRT_RETURN_IF_ERROR(readStep(a.inputs[3], step));
+    float *m = a.inputs[4].as<float>(), *v = a.inputs[5].as<float>();
     const int64_t n = a.inputs[0].numel();
     // Bias corrections folded into two scalars: p -= lr / c1 * m / (sqrt(v) / sqrt(c2) + eps).
     const double c1 = 1.0 - std::pow(beta1_, step), c2 = 1.0 - std::pow(beta2_, step);
     const float stepSize = float(lr / c1), invSqrtC2 = float(1.0 / std::sqrt(c2));
     const float b1 = float(beta1_), b2 = float(beta2_), eps = float(eps_);
-    float *m = m_.data(), *v = v_.data();
     double sq = 0.0;
 #pragma omp parallel for simd reduction(+ : sq) if (n >= kParallelMinElements)
     for (int64_t i = 0; i < n; ++i) {
@@ -94,25 +80,7 @@ public:
   }
 
 private:
-  Tensor toTensor(const std::vector<float> &x) const {
-    Tensor t(DType::F32, shape_);
-    std::copy(x.begin(), x.end(), t.data<float>());
-    return t;
-  }
-  Status fromTensor(const std::map<std::string, Tensor> &in, const std::string &name, std::vector<float> &x) const {
-    auto it = in.find(name);
-    if (it == in.end()) return invalidArgument(cat("missing optimizer state '", name, "'"));
-    if (it->second.dtype != DType::F32 || it->second.shape != shape_)
-      return invalidArgument(cat("optimizer state '", name, "' is ", it->second.describe(), ", expected f32",
-                                 shapeStr(shape_)));
-    std::copy(it->second.data<float>(), it->second.data<float>() + x.size(), x.begin());
-    return Status::OK();
-  }
-
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
-  std::string param_;
-  std::vector<int64_t> shape_;
-  std::vector<float> m_, v_;
 };
 
 }  // namespace
