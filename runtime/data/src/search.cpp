@@ -69,13 +69,25 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   float worst = -std::numeric_limits<float>::infinity();
-  for (int64_t v = 0; v < V; ++v) {
-    if (best.size() == keep && !(z[v] > worst)) continue;
-    if (v == skipA || v == skipB) continue;
-    const std::pair<float, int32_t> c{z[v], int32_t(v)};
-    best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
-    if (best.size() > keep) best.pop_back();
-    if (best.size() == keep) worst = best.back().first;
+  bool full = false;
+  constexpr int64_t kBlock = 64;  // a block whose maximum cannot enter is skipped (vectorised max)
+  for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
+    const int64_t v1 = std::min(V, v0 + kBlock);
+    if (full) {
+      float blockMax = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : blockMax)
+      for (int64_t v = v0; v < v1; ++v) blockMax = std::max(blockMax, z[v]);
+      if (!(blockMax > worst)) continue;
+    }
+    for (int64_t v = v0; v < v1; ++v) {
+      if (full && !(z[v] > worst)) continue;
+      if (v == skipA || v == skipB) continue;
+      const std::pair<float, int32_t> c{z[v], int32_t(v)};
+      best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
+      if (best.size() > keep) best.pop_back();
+      full = best.size() == keep;
+      if (full) worst = best.back().first;
+    }
   }
 }
 
