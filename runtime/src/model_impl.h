@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct Model::Impl {
   std::vector<EntryState> entries;
   std::map<std::string, KernelProfile> profile;  // by kernel name, under options.profile
   std::unique_ptr<Session> session;  // the one Model::run uses
+  // Serialises calls of all sessions and weight changes: kernels keep per-call members (bound
+  // operands, lazily created primitives), so sessions on several threads are safe but take turns.
+  std::mutex callMutex;
 
   Status prepareEntry(const EntryFunction &fn, EntryState &state);
   EntryState *findEntry(const std::string &name);

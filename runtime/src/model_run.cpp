@@ -43,6 +43,7 @@ Status Model::run(const std::string &entry, const std::vector<Tensor> &inputs, s
 
 Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
   try {
+    std::lock_guard<std::mutex> lock(impl_->model->callMutex);
     OmpThreadsScope threads(impl_->model->options.num_threads);
     return impl_->run(entry, inputs, outputs);
   } catch (const std::bad_alloc &) {

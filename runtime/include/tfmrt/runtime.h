@@ -12,9 +12,10 @@
 // A Model holds what is fixed after load: the program, the kernels, the weights. What changes per
 // call lives in a Session: the activation arenas and shape plans of each entry, and the session
 // state (tensors kept across calls and updated in place, e.g. the K/V cache of `decode_step`).
-// Model::run uses the model's own default session. A Session runs one call at a time; the
-// sessions of one model are independent (their buffers and states are disjoint), but the kernels
-// they share are not yet verified safe for calls on several threads at once.
+// Model::run uses the model's own default session. A Session runs one call at a time. The
+// sessions of one model are independent (their buffers and states are disjoint) and may be used
+// from different threads, but the kernels they share keep per-call members, so calls on one model
+// take turns (a per-model lock; weight changes take it too): safe, not yet parallel.
 #pragma once
 
 #include <cstdint>

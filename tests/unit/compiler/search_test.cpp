@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -302,6 +303,35 @@ TEST(CachedDecoding, BeamSameWithAndWithoutCache) {
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Sessions of one model used from two threads at once (each its own Translator, one Session
+// each) give what they give one after the other.
+TEST(CachedDecoding, SessionsOnTwoThreads) {
+  auto model = compileAndLoad("tiny-prenorm", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny-prenorm.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> a{{5, 9, 13, 7, 21}, {30}, {11, 12, 13}}, b{{4, 4}, {17, 18, 19, 20, 21, 22}};
+  tfmdata::SearchOptions o;
+  o.beam = 3;
+  o.maxLen = 32;
+  std::vector<std::vector<int32_t>> seqA, seqB, parA, parB;
+  ASSERT_TRUE(tfmdata::translateBatch(*model, a, o, seqA).ok());
+  ASSERT_TRUE(tfmdata::translateBatch(*model, b, o, seqB).ok());
+  bool okA = false, okB = false;
+  for (int round = 0; round < 5; ++round) {
+    std::thread ta([&] { okA = tfmdata::translateBatch(*model, a, o, parA).ok(); });
+    std::thread tb([&] { okB = tfmdata::translateBatch(*model, b, o, parB).ok(); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(okA && okB);
+    EXPECT_EQ(parA, seqA);
+    EXPECT_EQ(parB, seqB);
   }
 }
 
