@@ -22,7 +22,51 @@ namespace {
 
 enum class OutputFormat { Text, Pieces, Ids };
 
+// Replaces every byte sequence that is not valid UTF-8 with U+FFFD; returns whether any was.
+bool sanitiseUtf8(std::string &line) {
+  std::string out;
+  bool bad = false;
+  const auto *p = reinterpret_cast<const unsigned char *>(line.data());
+  const size_t n = line.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
+    if (ok && len > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
+      uint32_t cp = c & (0x7F >> len);
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
+      ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    }
+    if (ok) {
+      out.append(line, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      bad = true;
+      ++i;
+    }
+  }
+  if (bad) line = std::move(out);
+  return bad;
+}
+
+// Input problems said once per run on stderr, with the first line number (1-based).
+struct InputNotes {
+  int64_t invalidUtf8 = 0, firstInvalid = 0, truncated = 0, firstTruncated = 0;
+  void report() const {
+    if (invalidUtf8)
+      std::fprintf(stderr, "tfmc translate: warning: %lld input line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
+                   (long long)invalidUtf8, (long long)firstInvalid);
+    if (truncated)
+      std::fprintf(stderr,
+                   "tfmc translate: warning: %lld source line(s) longer than the model's max_len were truncated (first: line %lld)\n",
+                   (long long)truncated, (long long)firstTruncated);
+  }
+};
+
 struct Job {
+  InputNotes notes;
   tfmdata::Translator *translator = nullptr;
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
@@ -49,7 +93,13 @@ std::string render(const Job &job, const std::vector<int32_t> &ids) {
 tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, uint64_t first,
                            std::vector<std::string> &lines, std::vector<std::string> *best, bool progress) {
   std::vector<std::vector<int32_t>> ids(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i) TFMRT_RETURN_IF_ERROR(job.tok->encode(sources[i], ids[i]));
+  const int64_t maxSource = job.translator->options().maxLen - 1;  // tokens before </s>
+  for (size_t i = 0; i < sources.size(); ++i) {
+    std::string line = sources[i];
+    if (sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
+    TFMRT_RETURN_IF_ERROR(job.tok->encode(line, ids[i]));
+    if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
+  }
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() < ids[y].size(); });
@@ -246,6 +296,7 @@ int translateCommand(const CommandLine &cl) {
       return 1;
     }
     const int rc = translateStream(job, out);
+    job.notes.report();
     if (out != stdout && std::fclose(out) != 0) {
       std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
       return 1;
@@ -286,6 +337,7 @@ int translateCommand(const CommandLine &cl) {
   if (auto s = translateAll(job, sources, 0, lines, &hypotheses, true); !s.ok()) return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "\n");
+  job.notes.report();
 
   if (cl.has("output")) {
     std::ofstream out(cl.get("output"));
