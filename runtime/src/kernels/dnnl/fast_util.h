@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 
@@ -39,6 +40,22 @@ void parallelSpans(int64_t n, int64_t minParallel, const Body &body) {
     const int64_t begin = std::min(n, t * per), end = std::min(n, begin + per);
     if (begin < end) body(begin, end);
   }
+}
+
+// max(z[0..n)) in 16 lanes: GCC leaves `omp simd reduction(max)` over std::max scalar, but
+// vectorises an elementwise max into lanes (inline, so each target clone gets its own vector
+// code). NaNs propagate.
+inline float rowMax(const float *z, int64_t n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes];
+  for (int j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<float>::infinity();
+  const int64_t whole = n / kLanes * kLanes;
+  for (int64_t v = 0; v < whole; v += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] = lanes[j] > z[v + j] ? lanes[j] : z[v + j];
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < kLanes; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
+  for (int64_t v = whole; v < n; ++v) mx = z[v] > mx ? z[v] : mx;
+  return mx;
 }
 
 // exp(x) for the vector loops: Cephes' expf (range reduction to [-ln2/2, ln2/2], degree-6

@@ -24,17 +24,7 @@ struct RowSums {
 
 // Chunks keep float partial sums short (<= 4096 terms) before they are added in double.
 TFMRT_SIMD_CLONES void rowSums(const float *z, int64_t n, RowSums &out) {
-  // The maximum in 16 lanes: GCC leaves `omp simd reduction(max)` over std::max scalar here
-  // (perf: ~70 % of this function), but vectorises an elementwise max into lanes.
-  constexpr int kLanes = 16;
-  float lanes[kLanes];
-  for (int j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<float>::infinity();
-  const int64_t whole = n / kLanes * kLanes;
-  for (int64_t v = 0; v < whole; v += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] = lanes[j] > z[v + j] ? lanes[j] : z[v + j];
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < kLanes; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
-  for (int64_t v = whole; v < n; ++v) mx = z[v] > mx ? z[v] : mx;
+  const float mx = rowMax(z, n);  // vectorised (fast_util.h)
   double sumExp = 0.0, sumZ = 0.0;
   for (int64_t begin = 0; begin < n; begin += 4096) {
     const int64_t end = std::min(n, begin + 4096);

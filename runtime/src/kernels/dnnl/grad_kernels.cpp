@@ -137,9 +137,7 @@ public:
 
 // g[v] = (exp(z[v] - max) / sumExp - e / V) * inv, then g[target] -= (1 - e) * inv.
 TFMRT_SIMD_CLONES void xentGradRow(const float *z, float *g, int64_t n, float smoothOverV, float inv) {
-  float mx = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < n; ++v) mx = std::max(mx, z[v]);
+  const float mx = fast::rowMax(z, n);
   double sumExp = 0.0;
   for (int64_t begin = 0; begin < n; begin += 4096) {  // short float partial sums, added in double
     const int64_t end = std::min(n, begin + 4096);
