@@ -69,6 +69,7 @@ struct EntryRun {
   // Per-call scratch, sized when the session is created so run() does not allocate.
   std::vector<void *> data;      // per value id
   std::vector<TensorRef> refs;   // operands then results of the node being run
+  std::vector<uint8_t> direct;   // per entry output: computed straight into the caller's tensor
 };
 
 struct Model::Impl {

@@ -122,6 +122,26 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
     else if (fn.values[v].kind == ValueKind::State) er.data[v] = states[fn.values[v].index].rawData();
   }
   for (size_t p = 0; p < inputs.size(); ++p) er.data[fn.inputs[p]] = const_cast<void *>(inputs[p].rawData());
+  // Results computed per call are written straight into the caller's output tensors (resized in
+  // place) instead of the arena, saving a copy (decode_step's log-probabilities, forward's
+  // logits). Not when a value is returned twice or the output storage overlaps an input.
+  outputs.resize(fn.outputs.size());
+  er.direct.assign(fn.outputs.size(), 0);
+  for (size_t o = 0; o < fn.outputs.size(); ++o) {
+    const uint32_t v = fn.outputs[o];
+    if (fn.values[v].kind != ValueKind::Intermediate || state->knownBeforeRun[v]) continue;
+    if (std::count(fn.outputs.begin(), fn.outputs.end(), v) != 1) continue;
+    outputs[o].resize(fn.values[v].dtype, plan->shapes[v]);
+    const uint8_t *lo = static_cast<const uint8_t *>(outputs[o].rawData()), *hi = lo + outputs[o].nbytes();
+    bool overlaps = false;
+    for (const Tensor &in : inputs) {
+      const uint8_t *a = static_cast<const uint8_t *>(in.rawData()), *b = a + in.nbytes();
+      overlaps = overlaps || (a < hi && lo < b);
+    }
+    if (overlaps || !outputs[o].nbytes()) continue;
+    er.data[v] = outputs[o].rawData();
+    er.direct[o] = 1;
+  }
 
   // A training step writes parameters in place (tfm.adam_update): whatever happens below, the
   // weight-derived values (merged projection weights) and packed copies of every entry are
@@ -176,8 +196,8 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   }
   TFMRT_RETURN_IF_ERROR(refresh.finish());
 
-  outputs.resize(fn.outputs.size());
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
+    if (er.direct[o]) continue;  // already written in place
     const uint32_t v = fn.outputs[o];
     outputs[o].resize(fn.values[v].dtype, plan->shapes[v]);
     if (outputs[o].nbytes()) std::memcpy(outputs[o].rawData(), er.data[v], outputs[o].nbytes());

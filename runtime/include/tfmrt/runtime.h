@@ -113,7 +113,9 @@ public:
   // dtype, rank, static dims; token ids within the embedding vocabulary; lengths within the
   // position table). Dynamic dims (batch, lengths) bind per call without recompiling; buffers are
   // planned once per distinct set of input shapes and reused (a small LRU cache of plans), and
-  // `outputs` tensors are resized in place, so steady-state calls do not allocate.
+  // `outputs` tensors are resized in place, so steady-state calls do not allocate. Results are
+  // computed straight into `outputs` where possible (no copy out of the arena); on an error their
+  // contents are unspecified.
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
 
   // Per-kernel totals since load (or the last reset), most expensive first; empty unless
