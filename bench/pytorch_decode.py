@@ -155,7 +155,7 @@ def translate_batch(model, sources, d):
             stop = not nxt
             if not stop and len(finished[i]) >= K:
                 best = max(v / lp(len(x) + 1, d["alpha"]) for x, v in finished[i])
-                bound = max(v / lp(max_out[i], d["alpha"]) for _, v, _ in nxt)
+                bound = max(v / lp(max_out[i] + 1, d["alpha"]) for _, v, _ in nxt)
                 stop = best >= bound
             done[i] = stop
             r0 += nl

@@ -1,5 +1,6 @@
 // `tfmc translate`: search (greedy, beam, sampling) over a compiled model's translation entries,
 // from a file, a Multi30k split or streaming standard input, with corpus BLEU against references.
+#include <errno.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -157,7 +158,9 @@ int translateStream(Job &job, std::FILE *out) {
       pollfd p{0, POLLIN, 0};
       const bool wait = pending.empty() && buffer.find('\n') == std::string::npos;
       if (!wait && ::poll(&p, 1, 0) <= 0) break;
-      const ssize_t n = ::read(0, chunk, sizeof chunk);
+      ssize_t n;
+      do n = ::read(0, chunk, sizeof chunk);
+      while (n < 0 && errno == EINTR);
       if (n <= 0) {
         eof = true;
         break;
@@ -172,6 +175,7 @@ int translateStream(Job &job, std::FILE *out) {
       if (int64_t(pending.size()) >= job.batch) break;
     }
     if (eof && !buffer.empty()) {  // a last line without a newline
+      if (buffer.back() == '\r') buffer.pop_back();
       pending.push_back(buffer);
       buffer.clear();
     }

@@ -139,6 +139,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     }
     Status s = setWeights(weights, /*keepTrainingState=*/true);
     if (!s.ok()) return refuse(s.message());
+    std::lock_guard<std::mutex> lock(impl_->callMutex);  // no session runs while the moments change
     for (const auto &[name, t] : current)  // checked above: nothing can fail from here
       std::memcpy(const_cast<Tensor *>(t)->rawData(), state.at(name).rawData(), t->nbytes());
     step = parsed;

@@ -125,9 +125,11 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   // Results computed per call are written straight into the caller's output tensors (resized in
   // place) instead of the arena, saving a copy (decode_step's log-probabilities, forward's
   // logits). Not when a value is returned twice or the output storage overlaps an input.
-  outputs.resize(fn.outputs.size());
+  // When the caller passes one vector as inputs and outputs, nothing is touched before the run.
+  const bool aliased = &inputs == &outputs;
+  if (!aliased) outputs.resize(fn.outputs.size());
   er.direct.assign(fn.outputs.size(), 0);
-  for (size_t o = 0; o < fn.outputs.size(); ++o) {
+  for (size_t o = 0; o < fn.outputs.size() && !aliased; ++o) {
     const uint32_t v = fn.outputs[o];
     if (fn.values[v].kind != ValueKind::Intermediate || state->knownBeforeRun[v]) continue;
     if (std::count(fn.outputs.begin(), fn.outputs.end(), v) != 1) continue;
@@ -196,6 +198,17 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   }
   TFMRT_RETURN_IF_ERROR(refresh.finish());
 
+  if (aliased) {  // inputs die here: copy the results out of the arena first
+    std::vector<Tensor> results(fn.outputs.size());
+    for (size_t o = 0; o < fn.outputs.size(); ++o) {
+      const uint32_t v = fn.outputs[o];
+      results[o].resize(fn.values[v].dtype, plan->shapes[v]);
+      if (results[o].nbytes()) std::memcpy(results[o].rawData(), er.data[v], results[o].nbytes());
+    }
+    outputs = std::move(results);
+    return Status::OK();
+  }
+  outputs.resize(fn.outputs.size());
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
     if (er.direct[o]) continue;  // already written in place
     const uint32_t v = fn.outputs[o];

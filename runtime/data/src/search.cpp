@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -201,6 +202,8 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("top-p must be in (0, 1]");
   if (!(o.lengthPenalty >= 0)) return tfmrt::invalidArgument("length penalty must be >= 0");
   if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
+  if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
+    return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
   const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
   for (const char *entry : needed)
     if (!model.artifact().findFunction(entry))
@@ -210,6 +213,7 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
+  t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
   if (o.useCache) t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos);
   else t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
   out = std::move(t);
@@ -267,10 +271,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     ++steps_;
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
+    if (V < 3) return tfmrt::invalidArgument("the target vocabulary needs more than padding and BOS to search over");
     tops.resize(size_t(R));
     const bool normalised = decoder_->normalised();
     const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
-#pragma omp parallel for schedule(static) if (R * V >= (1 << 16))
+#pragma omp parallel for schedule(static) num_threads(threads_) if (R * V >= (1 << 16))
     for (int64_t r = 0; r < R; ++r)
       scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, normalised, tops[r]);
 
@@ -341,15 +346,20 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         next.clear();
       }
       st.live.swap(next);
-      // Done when K hypotheses are finished and no live one can still beat the best: a live
-      // log-probability only falls and the penalty only grows with length, so its best
-      // possible final score is logProb / lp(maxOut).
+      // Done when K hypotheses are finished and no live one can still beat the nBest-th best
+      // finished score: a live log-probability only falls and the penalty only grows with
+      // length, so its best possible final score is logProb / lp(maxOut + 1) (an output cut at
+      // the limit has maxOut tokens and is scored as if </s> followed).
       bool done = st.live.empty();
       if (!done && int(st.finished.size()) >= K) {
-        double best = -std::numeric_limits<double>::infinity(), bound = best;
-        for (const Hypothesis &f : st.finished) best = std::max(best, f.score);
-        for (const Live &h : st.live) bound = std::max(bound, h.logProb / lengthPenalty(size_t(st.maxOut), o.lengthPenalty));
-        done = best >= bound;
+        scores_.clear();
+        for (const Hypothesis &f : st.finished) scores_.push_back(f.score);
+        std::nth_element(scores_.begin(), scores_.begin() + (o.nBest - 1), scores_.end(), std::greater<double>());
+        const double nth = scores_[size_t(o.nBest - 1)];
+        double bound = -std::numeric_limits<double>::infinity();
+        for (const Live &h : st.live)
+          bound = std::max(bound, h.logProb / lengthPenalty(size_t(st.maxOut) + 1, o.lengthPenalty));
+        done = nth >= bound;
       }
       st.done = done;
       r0 += nLive;

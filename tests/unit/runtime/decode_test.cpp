@@ -160,6 +160,23 @@ TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
   EXPECT_ERROR(s->bindStates({0, 3}), ">= 1");
 }
 
+// One vector as inputs and outputs: the inputs stay valid for the whole call (results are
+// computed in the arena and replace them at the end).
+TEST(SessionState, SameVectorForInputsAndOutputs) {
+  auto model = loadModel(cacheArtifact(), KernelBackend::Dnnl);
+  ASSERT_TRUE(model);
+  std::unique_ptr<Session> s;
+  ASSERT_TRUE(Session::create(*model, s).ok());
+  ASSERT_TRUE(s->bindStates({2, 3}).ok());
+  std::vector<Tensor> io{Tensor::f32({2, 1, 4}, std::vector<float>(8, 5.0f)), Tensor::i32({2}, {0, 1}), Tensor::i32({}, {0})};
+  tfmrt::Status st = s->run("step", io, io);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(io.size(), 1u);
+  ASSERT_EQ(io[0].shape, (Shape{2, 3, 4}));
+  EXPECT_EQ(io[0].data<float>()[0], 5.0f);             // row 0, position 0
+  EXPECT_EQ(io[0].data<float>()[(1 * 3) * 4], 5.0f);   // row 1, position 0
+}
+
 TEST(SessionState, SessionsAreIndependentAndStatesReused) {
   auto model = loadModel(cacheArtifact(), KernelBackend::Reference);
   ASSERT_TRUE(model);

@@ -41,8 +41,9 @@ struct Hypothesis {
   double score = 0;             // logProb under the length penalty: what the search ranks by
 };
 
-// Holds a Session of the model (arenas, plans, the K/V cache) across batches, so steady-state
-// translation does not allocate. Not for concurrent use; create one per thread.
+// Holds a Session of the model (arenas, plans, the K/V cache) across batches, so the runtime
+// allocates nothing once the largest batch has been seen (the search's own bookkeeping still
+// allocates small vectors per step). Not for concurrent use; create one per thread.
 class Translator {
 public:
   ~Translator();
@@ -72,7 +73,8 @@ private:
   // Scratch reused across steps.
   std::vector<Candidate> cand_;
   std::vector<int32_t> order_;
-  std::vector<double> probs_;
+  std::vector<double> probs_, scores_;
+  int threads_ = 1;  // the model's thread count, also for the search's own parallel loop
 };
 
 // One-shot convenience: the best hypothesis' tokens per source.

@@ -44,7 +44,7 @@ void parallelSpans(int64_t n, int64_t minParallel, const Body &body) {
 
 // max(z[0..n)) in 16 lanes: GCC leaves `omp simd reduction(max)` over std::max scalar, but
 // vectorises an elementwise max into lanes (inline, so each target clone gets its own vector
-// code). NaNs propagate.
+// code). A NaN may or may not win (as with std::max); the sums that follow turn it into NaN.
 inline float rowMax(const float *z, int64_t n) {
   constexpr int kLanes = 16;
   float lanes[kLanes];
