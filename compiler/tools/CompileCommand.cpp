@@ -82,9 +82,7 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
   for (const auto &st : artifact.states)
     if (!tfmrt::isStaticState(st)) cacheBytesPerPosition += st.shape.back() * 4, ++cacheTensors;
   for (const auto &fn : artifact.functions) {
-    bool cache = false;
-    for (const auto &v : fn.values) cache |= v.kind == tfmrt::ValueKind::State && !tfmrt::isStaticState(artifact.states[v.index]);
-    if (cache) continue;  // planned per session (reported below)
+    if (artifact.usesDynamicState(fn)) continue;  // planned per session (reported below)
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
     std::vector<std::vector<int64_t>> shapes{{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}};
     if (fn.inputs.size() == 4) shapes.push_back({});  // train_step's step

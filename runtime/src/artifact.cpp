@@ -329,6 +329,12 @@ bool Artifact::usesState(const EntryFunction &fn) const {
   return false;
 }
 
+bool Artifact::usesDynamicState(const EntryFunction &fn) const {
+  for (const ValueInfo &v : fn.values)
+    if (v.kind == ValueKind::State && v.index < states.size() && !isStaticState(states[v.index])) return true;
+  return false;
+}
+
 int64_t Artifact::findParam(const std::string &name) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == name) return int64_t(i);

@@ -162,10 +162,9 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
     // Static states (Adam moments) have their declared shapes; a cache's are bound per Session.
     std::vector<const Shape *> states;
     for (const StateInfo &st : artifact.states) states.push_back(&st.shape);
-    for (const ValueInfo &v : fn->values)
-      if (v.kind == ValueKind::State && !isStaticState(artifact.states[v.index]))
-        return invalidArgument(cat("entry '", entry, "' uses session state bound per Session (", v.name,
-                                   "): its memory is planned when the Session binds it"));
+    if (artifact.usesDynamicState(*fn))
+      return invalidArgument(cat("entry '", entry, "' uses session state bound per Session (a K/V cache): its memory "
+                                 "is planned when the Session binds it"));
     for (const Shape &s : inputShapes) in.push_back(&s);
     EntryShapes shapes;
     TFMRT_RETURN_IF_ERROR(inferEntryShapes(*fn, findKnownBeforeRun(*fn), in, shapes, states));

@@ -161,8 +161,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   }
   state.refs.assign(maxArity, TensorRef());
   state.usesState = artifact.usesState(fn);
-  for (const ValueInfo &v : fn.values)
-    if (v.kind == ValueKind::State && !isStaticState(artifact.states[v.index])) state.usesDynamicState = true;
+  state.usesDynamicState = artifact.usesDynamicState(fn);
   return Status::OK();
 }
 

@@ -116,20 +116,26 @@ public:
   Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) override {
     TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
     TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, maxSteps}));
-    inputs_.assign(5, Tensor());
+    // tokens, step, parents, rows, src, then the cross K/V: swapped in, so both vectors keep
+    // their storage across batches.
+    inputs_.resize(4 + encoded_.size());
     inputs_[4] = src;
-    for (size_t i = 1; i < encoded_.size(); ++i) inputs_.push_back(std::move(encoded_[i]));
+    for (size_t i = 1; i < encoded_.size(); ++i) std::swap(inputs_[4 + i], encoded_[i]);
     return Status::OK();
   }
   Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
               const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) override {
+    // The small inputs are rewritten in place: their storage is reused once the largest R was seen.
     const int64_t R = int64_t(rowSentence.size());
-    std::vector<int32_t> tokens(static_cast<size_t>(R));
+    inputs_[0].resize(tfmrt::DType::I32, {R, 1});
+    inputs_[1].resize(tfmrt::DType::I32, {});
+    inputs_[2].resize(tfmrt::DType::I32, {R});
+    inputs_[3].resize(tfmrt::DType::I32, {R});
+    int32_t *tokens = inputs_[0].data<int32_t>();
     for (int64_t r = 0; r < R; ++r) tokens[r] = prefixes[r]->empty() ? bos_ : prefixes[r]->back();
-    inputs_[0] = Tensor::i32({R, 1}, tokens);
-    inputs_[1] = Tensor::i32({}, {int32_t(t)});
-    inputs_[2] = Tensor::i32({R}, parents);
-    inputs_[3] = Tensor::i32({R}, rowSentence);
+    inputs_[1].data<int32_t>()[0] = int32_t(t);
+    std::copy(parents.begin(), parents.end(), inputs_[2].data<int32_t>());
+    std::copy(rowSentence.begin(), rowSentence.end(), inputs_[3].data<int32_t>());
     TFMRT_RETURN_IF_ERROR(session_->run("decode_step", inputs_, out_));
     logits = &out_[0];
     return Status::OK();

@@ -119,6 +119,8 @@ struct Artifact {
   const EntryFunction *findFunction(const std::string &name) const;
   int64_t findParam(const std::string &name) const;  // -1 if absent
   bool usesState(const EntryFunction &fn) const;     // has a State value
+  // Has a State value with dynamic dims (a K/V cache): bound per Session, planned there.
+  bool usesDynamicState(const EntryFunction &fn) const;
 };
 
 Status serializeArtifact(const Artifact &artifact, std::vector<uint8_t> &bytes);
