@@ -8,6 +8,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "tfm/TfmRulesBridge.h"
+
 #include "tfm/TfmDialect.h.inc"
 
 #define GET_OP_CLASSES

@@ -5,18 +5,21 @@
 
 include "TfmDialect.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-include "mlir/Interfaces/InferTypeOpInterface.td"
 
-def Tfm_F32Tensor : RankedTensorOf<[F32]>;
-def Tfm_I32Tensor : RankedTensorOf<[I32]>;
-def Tfm_BoolTensor : RankedTensorOf<[I1]>;
+// Operand and result constraints: element type and the accepted ranks, checked by ODS here and
+// by the runtime through the generated op table (dialects/tfm/rules).
+def Tfm_F32Tensor : Tfm_F32<0, Tfm_MaxRank>;
+def Tfm_I32Scalar : Tfm_I32<0>;
 
-class Tfm_UnaryOp<string mnemonic, list<Trait> traits = []>
-    : Tfm_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
-  let arguments = (ins Tfm_F32Tensor:$input);
+class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
+    : Tfm_ExecOp<mnemonic, "sameAsFirst", !listconcat([Pure, SameOperandsAndResultType], traits), 1> {
+  let arguments = (ins Tfm_F32<minRank, Tfm_MaxRank>:$input);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
+
+// How the runtime may store a constant GEMM weight (selects the kernel's layout).
+def Tfm_WeightLayout : Tfm_StrIn<"plain,packed">;
 
 //===----------------------------------------------------------------------===//
 // Values from outside the computation
@@ -46,20 +49,18 @@ def Tfm_PositionTableOp : Tfm_Op<"position_table", [Pure]> {
 // Embeddings and elementwise
 //===----------------------------------------------------------------------===//
 
-def Tfm_EmbeddingOp : Tfm_Op<"embedding", [Pure]> {
+def Tfm_EmbeddingOp : Tfm_ExecOp<"embedding", "embedding", [Pure]> {
   let summary = "Row gather: table [V, D], ids [B, S] -> [B, S, D]";
-  let arguments = (ins Tfm_F32Tensor:$table, Tfm_I32Tensor:$ids);
+  let arguments = (ins Tfm_F32<2>:$table, Tfm_I32<2>:$ids);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_AddPositionsOp : Tfm_Op<"add_positions", [Pure]> {
+def Tfm_AddPositionsOp : Tfm_ExecOp<"add_positions", "addPositions", [Pure]> {
   let summary = "x [B, S, D] + table[:S] for a table [L, D]";
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$table);
+  let arguments = (ins Tfm_F32<3>:$input, Tfm_F32<2>:$table);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $table attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 def Tfm_ScaleOp : Tfm_UnaryOp<"scale"> {
@@ -70,15 +71,15 @@ def Tfm_ScaleOp : Tfm_UnaryOp<"scale"> {
 def Tfm_ReluOp : Tfm_UnaryOp<"relu"> { let summary = "max(x, 0)"; }
 def Tfm_GeluOp : Tfm_UnaryOp<"gelu"> { let summary = "Exact (erf) GELU"; }
 
-def Tfm_SoftmaxOp : Tfm_UnaryOp<"softmax"> {
+def Tfm_SoftmaxOp : Tfm_UnaryOp<"softmax", 1> {
   let summary = "Softmax over the last axis; an all -inf row gives zeros";
 }
 
-def Tfm_LogSoftmaxOp : Tfm_UnaryOp<"log_softmax"> {
+def Tfm_LogSoftmaxOp : Tfm_UnaryOp<"log_softmax", 1> {
   let summary = "log(softmax(x)) over the last axis: decode_step's next-token log-probabilities";
 }
 
-def Tfm_DropoutOp : Tfm_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]> {
+def Tfm_DropoutOp : Tfm_ExecOp<"dropout", "sameAsFirst", [Pure, AllTypesMatch<["input", "result"]>], 1> {
   let summary = "Inverted dropout with a counter-based mask; the identity without a step";
   let description = [{
     Without `step` (inference entry functions) it is the identity, and tfm-remove-inference-dropout
@@ -90,125 +91,116 @@ def Tfm_DropoutOp : Tfm_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]
     the gradient, and a resumed run draws the same masks. `site` names the dropout site
     ("encoder.layers.0.self_attn.probs"), so masks do not depend on op order.
   }];
-  let arguments = (ins Tfm_F32Tensor:$input, Optional<Tfm_I32Tensor>:$step, F64Attr:$rate,
+  let arguments = (ins Tfm_F32Tensor:$input, Optional<Tfm_I32Scalar>:$step, Tfm_Probability:$rate,
                        DefaultValuedAttr<I64Attr, "0">:$seed, DefaultValuedAttr<StrAttr, "\"\"">:$site);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input (`step` `(` $step^ `:` type($step) `)`)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
-def Tfm_AddOp : Tfm_Op<"add", [Pure, SameOperandsAndResultType]> {
+def Tfm_AddOp : Tfm_ExecOp<"add", "elementwise", [Pure, SameOperandsAndResultType], 1> {
   let summary = "Elementwise a + b (residual connections)";
   let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def Tfm_BiasAddOp : Tfm_Op<"bias_add", [Pure]> {
+def Tfm_BiasAddOp : Tfm_ExecOp<"bias_add", "biasAdd", [Pure]> {
   let summary = "x [..., N] + bias [N]";
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$bias);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<1>:$bias);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $bias attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_LayerNormOp : Tfm_Op<"layer_norm", [Pure]> {
+def Tfm_LayerNormOp : Tfm_ExecOp<"layer_norm", "layerNorm", [Pure]> {
   let summary = "LayerNorm over the last axis (biased variance) with scale and shift";
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$gamma, Tfm_F32Tensor:$beta, F64Attr:$epsilon);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<1>:$gamma, Tfm_F32<1>:$beta, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Tfm_MatmulOp : Tfm_Op<"matmul", [Pure]> {
+def Tfm_MatmulOp : Tfm_ExecOp<"matmul", "matmul", [Pure]> {
   let summary = "a [..., M, K] x b [K, N] (b [N, K] when transpose_b) -> [..., M, N]";
   let description = [{
     A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
     by `bias_add`. Leading dimensions of `a` are flattened into M.
   }];
-  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
-                       DefaultValuedAttr<StrAttr, "\"plain\"">:$weight_layout);
+  let arguments = (ins Tfm_F32<2, Tfm_MaxRank>:$lhs, Tfm_F32<2>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+                       DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_BatchMatmulOp : Tfm_Op<"batch_matmul", [Pure]> {
+def Tfm_BatchMatmulOp : Tfm_ExecOp<"batch_matmul", "batchMatmul", [Pure]> {
   let summary = "Per-(batch, head) matmul: [B, H, M, K] x [B, H, K, N] -> [B, H, M, N]";
   let description = [{
     `transpose_a` reads lhs as [B, H, K, M], `transpose_b` reads rhs as [B, H, N, K] (both through
     strides, no copy). The importer uses transpose_b (Q K^T); autodiff adds transpose_a (K and V
     gradients).
   }];
-  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+  let arguments = (ins Tfm_F32<4>:$lhs, Tfm_F32<4>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_a);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Attention plumbing
 //===----------------------------------------------------------------------===//
 
-def Tfm_SplitHeadsOp : Tfm_Op<"split_heads", [Pure]> {
+def Tfm_SplitHeadsOp : Tfm_ExecOp<"split_heads", "splitHeads", [Pure]> {
   let summary = "[B, S, H*K] -> [B, H, S, K]";
-  let arguments = (ins Tfm_F32Tensor:$input, I64Attr:$heads);
+  let arguments = (ins Tfm_F32<3>:$input, Tfm_HeadCount:$heads);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_MergeHeadsOp : Tfm_Op<"merge_heads", [Pure]> {
+def Tfm_MergeHeadsOp : Tfm_ExecOp<"merge_heads", "mergeHeads", [Pure]> {
   let summary = "[B, H, S, K] -> [B, S, H*K]";
-  let arguments = (ins Tfm_F32Tensor:$input);
+  let arguments = (ins Tfm_F32<4>:$input);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_PaddingMaskOp : Tfm_Op<"padding_mask", [Pure]> {
+def Tfm_PaddingMaskOp : Tfm_ExecOp<"padding_mask", "sameAsFirst", [Pure]> {
   let summary = "ids [B, S] -> keep [B, S] (ids != pad_id)";
-  let arguments = (ins Tfm_I32Tensor:$ids, I64Attr:$pad_id);
-  let results = (outs Tfm_BoolTensor:$result);
+  let arguments = (ins Tfm_I32<2>:$ids, Tfm_I32Value:$pad_id);
+  let results = (outs Tfm_Bool<0, Tfm_MaxRank>:$result);
   let assemblyFormat = "$ids attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_MaskOp : Tfm_Op<"mask", [Pure]> {
+def Tfm_MaskOp : Tfm_ExecOp<"mask", "mask", [Pure]> {
   let summary = "Set masked attention scores to -inf";
   let description = [{
     scores [B, H, Q, K]; key_keep [B, K]. A score is masked when its key is padding, or when
     `causal` and the key position is after the query position (decoder self-attention). For
     cross-attention, `key_keep` is the source (memory) padding mask.
   }];
-  let arguments = (ins Tfm_F32Tensor:$scores, Tfm_BoolTensor:$key_keep, DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let arguments = (ins Tfm_F32<4>:$scores, Tfm_Bool<2>:$key_keep, DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$scores `,` $key_keep attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Loss
 //===----------------------------------------------------------------------===//
 
-def Tfm_LabelSmoothedXentOp : Tfm_Op<"label_smoothed_xent", [Pure]> {
+def Tfm_LabelSmoothedXentOp : Tfm_ExecOp<"label_smoothed_xent", "xent", [Pure]> {
   let summary = "Mean label-smoothed cross-entropy over non-pad targets";
-  let arguments = (ins Tfm_F32Tensor:$logits, Tfm_I32Tensor:$targets, F64Attr:$smoothing, I64Attr:$pad_id);
+  let arguments = (ins Tfm_F32<3>:$logits, Tfm_I32<2>:$targets, Tfm_Probability:$smoothing, Tfm_I32Value:$pad_id);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Fused ops: produced by the fusion passes, never by the importer
 //===----------------------------------------------------------------------===//
 
-def Tfm_LinearOp : Tfm_Op<"linear", [Pure]> {
+def Tfm_LinearOp : Tfm_ExecOp<"linear", "linear", [Pure]> {
   let summary = "GEMM with epilogue: act(x W^T + bias) (+ residual)";
   let description = [{
     x [..., K], weight [N, K] (PyTorch's [out, in]), bias [N], optional residual [..., N].
@@ -217,18 +209,17 @@ def Tfm_LinearOp : Tfm_Op<"linear", [Pure]> {
     runtime reorders the constant weight once, at load, into the GEMM's preferred blocked layout).
     Produced by tfm-fuse-epilogues and tfm-assign-layouts.
   }];
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$weight, Tfm_F32Tensor:$bias,
-                       Optional<Tfm_F32Tensor>:$residual,
-                       DefaultValuedAttr<StrAttr, "\"none\"">:$activation,
-                       DefaultValuedAttr<StrAttr, "\"plain\"">:$weight_layout);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<2>:$weight, Tfm_F32<1>:$bias,
+                       Optional<Tfm_F32<1, Tfm_MaxRank>>:$residual,
+                       DefaultValuedAttr<Tfm_StrIn<"none,relu,gelu">, "\"none\"">:$activation,
+                       DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias (`,` $residual^)? attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_FusedAttentionOp : Tfm_Op<"fused_attention", [Pure]> {
+def Tfm_FusedAttentionOp : Tfm_ExecOp<"fused_attention", "fusedAttention", [Pure]> {
   let summary = "softmax(mask(Q K^T * scale)) V over heads read in place, heads merged";
   let description = [{
     q [B, Sq, Wq], k [B, Sk, Wk], v [B, Sk, Wv], key_keep [B, Sk] -> [B, Sq, heads * head_dim].
@@ -238,63 +229,58 @@ def Tfm_FusedAttentionOp : Tfm_Op<"fused_attention", [Pure]> {
     for decoder self-attention); a fully masked row gives zeros. `dropout_rate` is applied to the
     probabilities in training entries. The B x H x Sq x Sk score matrix is never materialised.
   }];
-  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k, Tfm_F32Tensor:$v,
-                       Tfm_BoolTensor:$key_keep, I64Attr:$heads, I64Attr:$head_dim,
-                       I64Attr:$q_offset, I64Attr:$k_offset, I64Attr:$v_offset, F64Attr:$scale,
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
+                       Tfm_Bool<2>:$key_keep, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
+                       Tfm_Offset:$q_offset, Tfm_Offset:$k_offset, Tfm_Offset:$v_offset, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_rate);
+                       DefaultValuedAttr<Tfm_Probability, "0.0">:$dropout_rate);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $key_keep attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_AddLayerNormOp : Tfm_Op<"add_layer_norm", [Pure]> {
+def Tfm_AddLayerNormOp : Tfm_ExecOp<"add_layer_norm", "addLayerNorm", [Pure]> {
   let summary = "LayerNorm(a + b): the post-norm residual join in one pass over memory";
-  let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs, Tfm_F32Tensor:$gamma,
-                       Tfm_F32Tensor:$beta, F64Attr:$epsilon);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$lhs, Tfm_F32<1, Tfm_MaxRank>:$rhs, Tfm_F32<1>:$gamma,
+                       Tfm_F32<1>:$beta, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_ConcatOp : Tfm_Op<"concat", [Pure]> {
+def Tfm_ConcatOp : Tfm_ExecOp<"concat", "concat", [Pure]> {
   let summary = "Concatenate along axis 0 (merged projection weights and biases)";
   let description = [{
     All operands have equal trailing dimensions. When every operand is a weight, the runtime
     evaluates it once when weights are set, not per call.
   }];
-  let arguments = (ins Variadic<Tfm_F32Tensor>:$inputs);
+  let arguments = (ins Variadic<Tfm_F32<1, Tfm_MaxRank>>:$inputs);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_LastPositionOp : Tfm_Op<"last_position", [Pure]> {
+def Tfm_LastPositionOp : Tfm_ExecOp<"last_position", "lastPosition", [Pure]> {
   let summary = "x [B, T, D] -> [B, 1, D]: each row's last position";
   let description = [{
     The decode entry of translation needs only the newest position's logits: taking it before
     the vocabulary projection saves (T - 1) / T of that GEMM and of the logits copied out.
   }];
-  let arguments = (ins Tfm_F32Tensor:$input);
+  let arguments = (ins Tfm_F32<3>:$input);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_SliceLastOp : Tfm_Op<"slice_last", [Pure]> {
+def Tfm_SliceLastOp : Tfm_ExecOp<"slice_last", "sliceLast", [Pure]> {
   let summary = "Columns [offset, offset + size) of the last axis";
   let description = [{
     Splits a merged projection's output back into Q, K, V. tfm-fuse-attention folds it into the
     attention op's offsets, so after fusion it only remains where attention was not fused.
   }];
-  let arguments = (ins Tfm_F32Tensor:$input, I64Attr:$offset, I64Attr:$size);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_Offset:$offset, Tfm_Count:$size);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -317,7 +303,7 @@ def Tfm_StateOp : Tfm_Op<"state", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tfm_CacheReorderOp : Tfm_Op<"cache_reorder", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>]> {
+def Tfm_CacheReorderOp : Tfm_ExecOp<"cache_reorder", "cacheReorder", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>], 1> {
   let summary = "Beam reordering of a cache in place: row r <- row parents[r], positions [0, step)";
   let description = [{
     cache [Rc, Tc, D] (a tfm.state or a cache op's result), parents [R] i32 (R <= Rc, each in
@@ -326,25 +312,25 @@ def Tfm_CacheReorderOp : Tfm_Op<"cache_reorder", [MemoryEffects<[MemWrite]>, All
     unchanged beam costs nothing. Rows past R are left as they are (finished sentences drop out of
     the batch by being absent from parents). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32Tensor:$cache, Tfm_I32Tensor:$parents, Tfm_I32Tensor:$step);
+  let arguments = (ins Tfm_F32<3>:$cache, Tfm_I32<1>:$parents, Tfm_I32Scalar:$step);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$cache `,` $parents `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Tfm_CacheWriteOp : Tfm_Op<"cache_write", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>]> {
+def Tfm_CacheWriteOp : Tfm_ExecOp<"cache_write", "cacheWrite", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>], 1> {
   let summary = "cache[r, step, :] = update[r, 0, :] for every row r of update, in place";
   let description = [{
     cache [Rc, Tc, D], update [R, 1, D] with R <= Rc, step: tensor<i32> in [0, Tc). The result is
     the updated cache.
   }];
-  let arguments = (ins Tfm_F32Tensor:$cache, Tfm_F32Tensor:$update, Tfm_I32Tensor:$step);
+  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Scalar:$step);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$cache `,` $update `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Tfm_CachedAttentionOp : Tfm_Op<"cached_attention", [Pure]> {
+def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [Pure]> {
   let summary = "One query row per cache row over the cache's positions [0, step]";
   let description = [{
     q [R, 1, Wq] (head h at columns q_offset + h * head_dim), k_cache and v_cache [Rc, Tc,
@@ -352,17 +338,16 @@ def Tfm_CachedAttentionOp : Tfm_Op<"cached_attention", [Pure]> {
     attends to positions 0..step of cache row r (decoder self-attention of the newest position,
     which is causal by construction), softmax(q k^T * scale) v per head.
   }];
-  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k_cache, Tfm_F32Tensor:$v_cache,
-                       Tfm_I32Tensor:$step, I64Attr:$heads, I64Attr:$head_dim,
-                       DefaultValuedAttr<I64Attr, "0">:$q_offset, F64Attr:$scale);
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k_cache, Tfm_F32<3>:$v_cache,
+                       Tfm_I32Scalar:$step, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
+                       DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, F64Attr:$scale);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $q `,` $k_cache `,` $v_cache `,` $step attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_GatheredAttentionOp : Tfm_Op<"gathered_attention", [Pure]> {
+def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttention", [Pure]> {
   let summary = "One query row attending to the keys of another batch's row rows[r]";
   let description = [{
     q [R, 1, Wq], k [N, S, Wk], v [N, S, Wv], key_keep [N, S] i1, rows [R] i32 in [0, N)
@@ -371,23 +356,21 @@ def Tfm_GatheredAttentionOp : Tfm_Op<"gathered_attention", [Pure]> {
     shares one copy of K and V per sentence). Heads are read in place at the offsets, as in
     tfm.fused_attention; a fully masked row gives zeros.
   }];
-  let arguments = (ins Tfm_F32Tensor:$q, Tfm_F32Tensor:$k, Tfm_F32Tensor:$v,
-                       Tfm_BoolTensor:$key_keep, Tfm_I32Tensor:$rows, I64Attr:$heads, I64Attr:$head_dim,
-                       DefaultValuedAttr<I64Attr, "0">:$q_offset, DefaultValuedAttr<I64Attr, "0">:$k_offset,
-                       DefaultValuedAttr<I64Attr, "0">:$v_offset, F64Attr:$scale);
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
+                       Tfm_Bool<2>:$key_keep, Tfm_I32<1>:$rows, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
+                       DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, DefaultValuedAttr<Tfm_Offset, "0">:$k_offset,
+                       DefaultValuedAttr<Tfm_Offset, "0">:$v_offset, F64Attr:$scale);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $key_keep `,` $rows attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_AddPositionAtOp : Tfm_Op<"add_position_at", [Pure]> {
+def Tfm_AddPositionAtOp : Tfm_ExecOp<"add_position_at", "addPositionAt", [Pure]> {
   let summary = "x [B, 1, D] + table[step] for a table [L, D] and step: tensor<i32> in [0, L)";
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$table, Tfm_I32Tensor:$step);
+  let arguments = (ins Tfm_F32<3>:$input, Tfm_F32<2>:$table, Tfm_I32Scalar:$step);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $table `,` $step attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -395,127 +378,119 @@ def Tfm_AddPositionAtOp : Tfm_Op<"add_position_at", [Pure]> {
 // with respect to the forward op's result.
 //===----------------------------------------------------------------------===//
 
-def Tfm_WeightGradOp : Tfm_Op<"weight_grad", [Pure]> {
+def Tfm_WeightGradOp : Tfm_ExecOp<"weight_grad", "weightGrad", [Pure]> {
   let summary = "dy [..., N], x [..., K] -> [N, K]: sum over positions of dy^T x";
   let description = [{
     The gradient of a linear layer's [N, K] weight (matmul with transpose_b): every leading
     position is a row of the contraction.
   }];
-  let arguments = (ins Tfm_F32Tensor:$dy, Tfm_F32Tensor:$input);
+  let arguments = (ins Tfm_F32<2, Tfm_MaxRank>:$dy, Tfm_F32<2, Tfm_MaxRank>:$input);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$dy `,` $input attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_BiasGradOp : Tfm_Op<"bias_grad", [Pure]> {
+def Tfm_BiasGradOp : Tfm_ExecOp<"bias_grad", "biasGrad", [Pure]> {
   let summary = "dy [..., N] -> [N]: sum over all leading positions";
-  let arguments = (ins Tfm_F32Tensor:$dy);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$dy);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_ReluGradOp : Tfm_Op<"relu_grad", [Pure, SameOperandsAndResultType]> {
+def Tfm_ReluGradOp : Tfm_ExecOp<"relu_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
   let summary = "dy where the forward input x > 0, else 0";
   let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
 }
 
-def Tfm_GeluGradOp : Tfm_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Tfm_GeluGradOp : Tfm_ExecOp<"gelu_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
   let summary = "dy * GELU'(x) for the exact (erf) GELU";
   let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
 }
 
-def Tfm_SoftmaxGradOp : Tfm_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+def Tfm_SoftmaxGradOp : Tfm_ExecOp<"softmax_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
   let summary = "y * (dy - sum(dy * y)) over the last axis, y the softmax output";
   let description = [{
     Zero where y is zero: masked (-inf) scores, and fully masked rows, get no gradient, so
     tfm.mask needs no backward op of its own.
   }];
-  let arguments = (ins Tfm_F32Tensor:$output, Tfm_F32Tensor:$dy);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$output, Tfm_F32<1, Tfm_MaxRank>:$dy);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$output `,` $dy attr-dict `:` type($result)";
 }
 
-def Tfm_LayerNormGradOp : Tfm_Op<"layer_norm_grad", [Pure]> {
+def Tfm_LayerNormGradOp : Tfm_ExecOp<"layer_norm_grad", "layerNormGrad", [Pure]> {
   let summary = "LayerNorm backward for the input: dx from x, gamma and dy";
   let description = [{
     Recomputes mean and variance of x (biased, + epsilon) rather than storing them. With
     xhat = (x - mean) * rstd and g = dy * gamma: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
     The beta gradient is tfm.bias_grad of dy, the gamma gradient tfm.layer_norm_gamma_grad.
   }];
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$gamma, Tfm_F32Tensor:$dy, F64Attr:$epsilon);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<1>:$gamma, Tfm_F32<1, Tfm_MaxRank>:$dy, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $input `,` $gamma `,` $dy attr-dict `:` functional-type(operands, results)
   }];
-  let hasVerifier = 1;
 }
 
-def Tfm_LayerNormGammaGradOp : Tfm_Op<"layer_norm_gamma_grad", [Pure]> {
+def Tfm_LayerNormGammaGradOp : Tfm_ExecOp<"layer_norm_gamma_grad", "layerNormGammaGrad", [Pure]> {
   let summary = "x [..., N], dy [..., N] -> [N]: sum over positions of dy * xhat";
-  let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy, F64Attr:$epsilon);
+  let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<1, Tfm_MaxRank>:$dy, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_EmbeddingGradOp : Tfm_Op<"embedding_grad", [Pure]> {
+def Tfm_EmbeddingGradOp : Tfm_ExecOp<"embedding_grad", "embeddingGrad", [Pure]> {
   let summary = "ids [B, S], dy [B, S, D] -> [V, D]: row ids[b, s] accumulates dy[b, s]";
   let description = [{
     V = num_rows (the table's row count; ids must be below it). Every id is counted, padding included,
     as in the forward gather; padding positions carry no loss, so their dy is zero anyway unless a
     later op mixes positions.
   }];
-  let arguments = (ins Tfm_I32Tensor:$ids, Tfm_F32Tensor:$dy, I64Attr:$num_rows);
+  let arguments = (ins Tfm_I32<2>:$ids, Tfm_F32<3>:$dy, Tfm_Count:$num_rows);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$ids `,` $dy attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_PositionsGradOp : Tfm_Op<"positions_grad", [Pure]> {
+def Tfm_PositionsGradOp : Tfm_ExecOp<"positions_grad", "positionsGrad", [Pure]> {
   let summary = "dy [B, S, D] -> [L, D]: row s < S is sum over b of dy[b, s]; rows >= S are zero";
   let description = [{
     The gradient of a learned position table [L, D] used by tfm.add_positions; L = num_rows.
   }];
-  let arguments = (ins Tfm_F32Tensor:$dy, I64Attr:$num_rows);
+  let arguments = (ins Tfm_F32<3>:$dy, Tfm_Count:$num_rows);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_LabelSmoothedXentGradOp : Tfm_Op<"label_smoothed_xent_grad", [Pure]> {
+def Tfm_LabelSmoothedXentGradOp : Tfm_ExecOp<"label_smoothed_xent_grad", "xentGrad", [Pure]> {
   let summary = "d(mean label-smoothed cross-entropy)/d logits";
   let description = [{
     (softmax(logits) - q) / N at non-pad targets, 0 at pad targets, where q is the smoothed
     target distribution of tfm.label_smoothed_xent and N the number of non-pad targets (the
     loss is the final result, so its own gradient is 1).
   }];
-  let arguments = (ins Tfm_F32Tensor:$logits, Tfm_I32Tensor:$targets, F64Attr:$smoothing, I64Attr:$pad_id);
+  let arguments = (ins Tfm_F32<3>:$logits, Tfm_I32<2>:$targets, Tfm_Probability:$smoothing, Tfm_I32Value:$pad_id);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
 // Optimizer: produced by tfm-apply-adam after tfm-autodiff, never by the importer.
 //===----------------------------------------------------------------------===//
 
-def Tfm_LrScheduleOp : Tfm_Op<"lr_schedule", [Pure]> {
+def Tfm_LrScheduleOp : Tfm_ExecOp<"lr_schedule", "scalar", [Pure]> {
   let summary = "The paper's learning rate: lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)";
   let description = [{
     step: tensor<i32> (rank 0, >= 1; the runtime refuses 0 and negatives) -> tensor<f32>.
   }];
-  let arguments = (ins Tfm_I32Tensor:$step, F64Attr:$lr_scale, I64Attr:$d_model, I64Attr:$warmup_steps);
+  let arguments = (ins Tfm_I32Scalar:$step, Tfm_Positive:$lr_scale, Tfm_Count:$d_model, Tfm_Count:$warmup_steps);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
-  let hasVerifier = 1;
 }
 
-def Tfm_AdamUpdateOp : Tfm_Op<"adam_update", [MemoryEffects<[MemWrite]>]> {
+def Tfm_AdamUpdateOp : Tfm_ExecOp<"adam_update", "adamUpdate", [MemoryEffects<[MemWrite]>]> {
   let summary = "One Adam step on a parameter and its moments, in place; returns sum(grad^2)";
   let description = [{
     param must be a tfm.param result; grad has its shape; lr: tensor<f32>; step: tensor<i32>
@@ -529,9 +504,9 @@ def Tfm_AdamUpdateOp : Tfm_Op<"adam_update", [MemoryEffects<[MemWrite]>]> {
     in the function (the pass puts all updates just before the return). The result, sum(grad^2),
     gives the global gradient norm.
   }];
-  let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32Tensor:$lr, Tfm_I32Tensor:$step,
+  let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32<0>:$lr, Tfm_I32Scalar:$step,
                        Tfm_F32Tensor:$m, Tfm_F32Tensor:$v,
-                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+                       Tfm_Probability:$beta1, Tfm_Probability:$beta2, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $param `,` $grad `,` $lr `,` $step `,` $m `,` $v attr-dict `:` functional-type(operands, results)

@@ -17,9 +17,8 @@ Status withContext(const std::string &prefix, const Status &s) {
 // The kernel layout a node asks for through its `weight_layout` attribute (Plain if it has none).
 Layout nodeLayout(const Node &node) {
   const OpSchema *s = findOpSchema(node.op);
-  for (const AttrSpec &a : s->attrs)
-    if (std::string(a.name) == "weight_layout") return attrString(node, "weight_layout") == "packed" ? Layout::Packed : Layout::Plain;
-  return Layout::Plain;
+  if (!tfm::rules::findAttr(*s, "weight_layout")) return Layout::Plain;
+  return attrString(node, "weight_layout") == "packed" ? Layout::Packed : Layout::Plain;
 }
 
 // A packed weight is reordered when weights are set, so it must be known by then, with a static

@@ -1,6 +1,7 @@
-// Result-shape functions for every tfm op, in one place. Used twice: at load on the declared
-// shapes (dims may be kDynamicDim, which is compatible with anything and propagates), and at run
-// time on concrete shapes whenever a new set of input shapes is seen.
+// Result shapes of nodes, by the shape rules of dialects/tfm/rules (the functions the compiler's
+// InferTypeOpInterface calls). Used twice: at load on the declared shapes (dims may be
+// kDynamicDim, which is compatible with anything and propagates), and at run time on concrete
+// shapes whenever a new set of input shapes is seen.
 #pragma once
 
 #include <cstdint>

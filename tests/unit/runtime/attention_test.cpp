@@ -494,12 +494,12 @@ TEST(FusedAttentionShapes, LoadChecks) {
   Attrs noScale = fusedAttrs(2, 8, 0, 0, 0, 0.5, false);
   noScale.erase("scale");
   EXPECT_ERROR(loadOne(noScale), "missing required attribute 'scale'");
-  EXPECT_ERROR(loadOne(fusedAttrs(2, 0, 0, 0, 0, 0.5, false)), "'head_dim' must be >= 1");
-  EXPECT_ERROR(loadOne(fusedAttrs(2, 8, -1, 0, 0, 0.5, false)), "'q_offset' must be >= 0");
+  EXPECT_ERROR(loadOne(fusedAttrs(2, 0, 0, 0, 0, 0.5, false)), "'head_dim' must be in [1, 1048576], got 0");
+  EXPECT_ERROR(loadOne(fusedAttrs(2, 8, -1, 0, 0, 0.5, false)), "'q_offset' must be in [0, 1099511627776], got -1");
   EXPECT_ERROR(loadOne(fusedAttrs(2, 8, 0, 0, 0, 0.5, false, 1.0)), "'dropout_rate' must be in [0, 1)");
   Attrs badCausal = fusedAttrs(2, 8, 0, 0, 0, 0.5, false);
   badCausal["causal"] = AttrValue::ofInt(2);
-  EXPECT_ERROR(loadOne(badCausal), "'causal' must be 0 or 1");
+  EXPECT_ERROR(loadOne(badCausal), "'causal' must be in [0, 1], got 2");
   EXPECT_ERROR(loadOne(fusedAttrs(2, 8, 4, 0, 0, 0.5, false)), "q columns [4, 20)", "exceed its width");
   EXPECT_ERROR(loadOne(fusedAttrs(2, 8, 0, 0, 0, 0.5, false), {kDyn, kDyn, 16}, DType::I32), "key_keep", "must be bool");
 }

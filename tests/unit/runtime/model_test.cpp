@@ -58,7 +58,7 @@ Artifact ffnArtifact(const FfnDims &k, const Tensor &positions) {
   uint32_t h = f.op("tfm.matmul", {p, w}, DType::F32, bsf, {{"transpose_b", AttrValue::ofInt(1)}});
   uint32_t hb = f.op("tfm.bias_add", {h, b}, DType::F32, bsf);
   uint32_t r = f.op("tfm.relu", {hb}, DType::F32, bsf);
-  uint32_t y = f.op("tfm.layer_norm", {r, g, be}, DType::F32, bsf, {{"epsilon", AttrValue::ofFloat(0)}});
+  uint32_t y = f.op("tfm.layer_norm", {r, g, be}, DType::F32, bsf, {{"epsilon", AttrValue::ofFloat(1e-12)}});
   f.output(y);
   f.output(f.op("tfm.gelu", {hb}, DType::F32, bsf));
   f.finish();
@@ -68,7 +68,7 @@ Artifact ffnArtifact(const FfnDims &k, const Tensor &positions) {
 TEST(EndToEnd, FfnStackHandComputed) {
   // emb = [[1,2],[3,4]], ids = [1,0] -> [[3,4],[1,2]]; + pe [[0,1],[1,0]] -> [[3,5],[2,2]];
   // W = [[1,0],[1,-1]] (x W^T) -> [[3,-2],[2,0]]; + b [0.5,1] -> [[3.5,-1],[2.5,1]]; relu ->
-  // [[3.5,0],[2.5,1]]; layer norm (eps 0) -> [1,-1] per row; * gamma [2,1] + beta [0,0.5] -> [2,-0.5].
+  // [[3.5,0],[2.5,1]]; layer norm (eps 1e-12) -> [1,-1] per row; * gamma [2,1] + beta [0,0.5] -> [2,-0.5].
   FfnDims k{2, 2, 2, 2, 1.0};
   Artifact a = ffnArtifact(k, Tensor::f32({2, 2}, {0, 1, 1, 0}));
   std::map<std::string, Tensor> w{{"embed.weight", Tensor::f32({2, 2}, {1, 2, 3, 4})},
@@ -560,9 +560,9 @@ TEST(Weights, InitIsDeterministicAndThreadIndependent) {
 TEST(Weights, NormalInitStatistics) {
   Artifact a;
   FunctionBuilder f(a, "forward");
-  uint32_t ids = f.input("ids", DType::I32, {kDyn});
+  uint32_t ids = f.input("ids", DType::I32, {kDyn, kDyn});
   uint32_t t = f.param("table", {100, 100}, ParamInit::Normal);
-  f.output(f.op("tfm.embedding", {t, ids}, DType::F32, {kDyn, 100}));
+  f.output(f.op("tfm.embedding", {t, ids}, DType::F32, {kDyn, kDyn, 100}));
   f.finish();
   auto m = loadModel(a, KernelBackend::Reference);
   ASSERT_OK(m->initWeights(9));

@@ -94,7 +94,7 @@ TEST(ShapeInference, Mismatches) {
 TEST(OpSchema, EveryOpHasAReferenceKernel) {
   const KernelRegistry &r = KernelRegistry::builtin();
   for (const OpSchema &s : opSchemas()) {
-    KernelKey key{s.name, s.operands[0].dtype, Layout::Plain, KernelBackend::Reference};
+    KernelKey key{s.name, toDType(s.operands[0].type), Layout::Plain, KernelBackend::Reference};
     EXPECT_NE(r.find(key), nullptr) << s.name;
   }
   // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last,
@@ -155,7 +155,7 @@ TEST(LoadChecks, WrongArityDtypeRankAndDeclaredShape) {
     EXPECT_ERROR(loadStatus(a), "node 1 (tfm.relu", "expects 1 operand, got 2");
   }
   EXPECT_ERROR(loadStatus(oneNode("tfm.split_heads", {{"heads", AttrValue::ofInt(2)}})), "node 1 (tfm.split_heads",
-               "operand #0 (x", "must have rank 3");
+               "operand #0 (input", "must have rank 3");
   EXPECT_ERROR(loadStatus(oneNode("tfm.softmax", {}, {kDyn, 5})), "node 1 (tfm.softmax",
                "declared [?, 5] but its operands imply [?, 4]");
   {
