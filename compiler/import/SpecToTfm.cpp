@@ -83,17 +83,14 @@ private:
   Value linear(Value x, const std::string &name, int64_t in, int64_t out) {
     Value w = scoped(name + ".weight", {out, in});
     Value bias = scoped(name + ".bias", {out});
-    auto xType = cast<RankedTensorType>(x.getType());
-    SmallVector<int64_t> shape(xType.getShape());
-    shape.back() = out;
-    Value y = b_.create<tfm::MatmulOp>(loc_, f32Type(shape), x, w, b_.getBoolAttr(true));
-    return b_.create<tfm::BiasAddOp>(loc_, y.getType(), y, bias);
+    Value y = b_.create<tfm::MatmulOp>(loc_, x, w, b_.getBoolAttr(true));
+    return b_.create<tfm::BiasAddOp>(loc_, y, bias);
   }
 
   Value layerNorm(Value x, const std::string &name) {
     Value gamma = scoped(name + ".weight", {m_.d_model});
     Value beta = scoped(name + ".bias", {m_.d_model});
-    return b_.create<tfm::LayerNormOp>(loc_, x.getType(), x, gamma, beta,
+    return b_.create<tfm::LayerNormOp>(loc_, x, gamma, beta,
                                         b_.getF64FloatAttr(m_.layer_norm_eps));
   }
 
@@ -101,7 +98,7 @@ private:
   // the counter-based dropout keyed by (training seed, site, step); rate 0 builds nothing.
   Value dropout(Value x, double rate, const std::string &site) {
     if (rate <= 0.0) return x;
-    return b_.create<tfm::DropoutOp>(loc_, x.getType(), x, trainStep_, b_.getF64FloatAttr(rate),
+    return b_.create<tfm::DropoutOp>(loc_, x, trainStep_, b_.getF64FloatAttr(rate),
                                      b_.getI64IntegerAttr(trainStep_ ? spec_.training.seed : 0),
                                      b_.getStringAttr(trainStep_ ? site : ""));
   }
@@ -112,22 +109,21 @@ private:
     Scope scope(*this, scope_ + "." + name);
     const int64_t d = m_.d_model, h = m_.heads, dk = spec_.headDim();
     auto heads = [&](Value x) {
-      return b_.create<tfm::SplitHeadsOp>(loc_, f32Type({kDyn, h, kDyn, dk}), x,
+      return b_.create<tfm::SplitHeadsOp>(loc_, x,
                                            b_.getI64IntegerAttr(h));
     };
     Value q = heads(linear(query, "q_proj", d, d));
     Value k = heads(linear(keyValue, "k_proj", d, d));
     Value v = heads(linear(keyValue, "v_proj", d, d));
-    auto scoresType = f32Type({kDyn, h, kDyn, kDyn});
-    Value scores = b_.create<tfm::BatchMatmulOp>(loc_, scoresType, q, k, b_.getBoolAttr(true));
-    scores = b_.create<tfm::ScaleOp>(loc_, scoresType, scores,
+    Value scores = b_.create<tfm::BatchMatmulOp>(loc_, q, k, b_.getBoolAttr(true));
+    scores = b_.create<tfm::ScaleOp>(loc_, scores,
                                      b_.getF64FloatAttr(1.0 / std::sqrt(double(dk))));
-    scores = b_.create<tfm::MaskOp>(loc_, scoresType, scores, keyKeep, b_.getBoolAttr(causal));
-    Value probs = b_.create<tfm::SoftmaxOp>(loc_, scoresType, scores);
+    scores = b_.create<tfm::MaskOp>(loc_, scores, keyKeep, b_.getBoolAttr(causal));
+    Value probs = b_.create<tfm::SoftmaxOp>(loc_, scores);
     probs = dropout(probs, m_.attention_dropout, scope_ + ".probs");
-    Value ctx = b_.create<tfm::BatchMatmulOp>(loc_, f32Type({kDyn, h, kDyn, dk}), probs, v,
+    Value ctx = b_.create<tfm::BatchMatmulOp>(loc_, probs, v,
                                               b_.getBoolAttr(false));
-    Value merged = b_.create<tfm::MergeHeadsOp>(loc_, hiddenType(), ctx);
+    Value merged = b_.create<tfm::MergeHeadsOp>(loc_, ctx);
     return linear(merged, "out_proj", d, d);
   }
 
@@ -135,9 +131,9 @@ private:
     Scope scope(*this, scope_ + ".ffn");
     Value hidden = linear(x, "fc1", m_.d_model, m_.d_ff);
     if (m_.activation == Activation::ReLU)
-      hidden = b_.create<tfm::ReluOp>(loc_, hidden.getType(), hidden);
+      hidden = b_.create<tfm::ReluOp>(loc_, hidden);
     else
-      hidden = b_.create<tfm::GeluOp>(loc_, hidden.getType(), hidden);
+      hidden = b_.create<tfm::GeluOp>(loc_, hidden);
     hidden = dropout(hidden, m_.activation_dropout, scope_ + ".activation");
     return linear(hidden, "fc2", m_.d_ff, m_.d_model);
   }
@@ -149,21 +145,21 @@ private:
     const std::string dropSite = scope_ + "." + site + ".residual";
     if (m_.norm == NormPlacement::Post) {
       Value y = dropout(sublayer(x), m_.dropout, dropSite);
-      return layerNorm(b_.create<tfm::AddOp>(loc_, x.getType(), x, y), normName);
+      return layerNorm(b_.create<tfm::AddOp>(loc_, x, y), normName);
     }
     Value y = dropout(sublayer(layerNorm(x, normName)), m_.dropout, dropSite);
-    return b_.create<tfm::AddOp>(loc_, x.getType(), x, y);
+    return b_.create<tfm::AddOp>(loc_, x, y);
   }
 
   Value embed(Value ids, const std::string &tableName, int64_t vocab, Value sinusoidTable,
               const std::string &positionsName) {
     Value table = param(tableName, {vocab, m_.d_model});
-    Value x = b_.create<tfm::EmbeddingOp>(loc_, hiddenType(), table, ids);
-    x = b_.create<tfm::ScaleOp>(loc_, hiddenType(), x,
+    Value x = b_.create<tfm::EmbeddingOp>(loc_, table, ids);
+    x = b_.create<tfm::ScaleOp>(loc_, x,
                                 b_.getF64FloatAttr(std::sqrt(double(m_.d_model))));
     Value positions = sinusoidTable ? sinusoidTable
                                     : param(positionsName, {m_.max_len, m_.d_model});
-    x = b_.create<tfm::AddPositionsOp>(loc_, hiddenType(), x, positions);
+    x = b_.create<tfm::AddPositionsOp>(loc_, x, positions);
     return dropout(x, m_.dropout, scope_ + ".embed");
   }
 
@@ -175,8 +171,7 @@ private:
   }
 
   Value keepMask(Value ids) {
-    auto maskType = RankedTensorType::get({kDyn, kDyn}, b_.getI1Type());
-    return b_.create<tfm::PaddingMaskOp>(loc_, maskType, ids, b_.getI64IntegerAttr(m_.pad_id));
+    return b_.create<tfm::PaddingMaskOp>(loc_, ids, b_.getI64IntegerAttr(m_.pad_id));
   }
 
   // The sinusoidal table (one op per function), or null for learned positions.
@@ -218,11 +213,10 @@ private:
   // Logits over the target vocabulary (no bias; the tied table when configured).
   Value outputProjection(Value y, bool lastPositionOnly = false) {
     Scope scope(*this, "output_projection");
-    if (lastPositionOnly) y = b_.create<tfm::LastPositionOp>(loc_, f32Type({kDyn, 1, m_.d_model}), y);
+    if (lastPositionOnly) y = b_.create<tfm::LastPositionOp>(loc_, y);
     std::string outName = m_.tie_output_projection ? tgtTableName() : std::string("output_projection.weight");
     Value wOut = param(outName, {m_.tgt_vocab_size, m_.d_model});
-    const int64_t positions = lastPositionOnly ? 1 : kDyn;
-    return b_.create<tfm::MatmulOp>(loc_, f32Type({kDyn, positions, m_.tgt_vocab_size}), y, wOut, b_.getBoolAttr(true));
+    return b_.create<tfm::MatmulOp>(loc_, y, wOut, b_.getBoolAttr(true));
   }
 
   // Translation entries (inference-mode):
@@ -290,11 +284,11 @@ private:
     auto cacheType = f32Type({kDyn, kDyn, d});
     auto cache = [&](const char *which, Value update) {
       Value c = b_.create<tfm::StateOp>(loc_, cacheType, scope_ + "." + which);
-      c = b_.create<tfm::CacheReorderOp>(loc_, cacheType, c, parents, step);
-      return b_.create<tfm::CacheWriteOp>(loc_, cacheType, c, update, step).getResult();
+      c = b_.create<tfm::CacheReorderOp>(loc_, c, parents, step);
+      return b_.create<tfm::CacheWriteOp>(loc_, c, update, step).getResult();
     };
     Value kc = cache("k_cache", k), vc = cache("v_cache", v);
-    Value ctx = b_.create<tfm::CachedAttentionOp>(loc_, hiddenType(), q, kc, vc, step,
+    Value ctx = b_.create<tfm::CachedAttentionOp>(loc_, q, kc, vc, step,
                                                   b_.getI64IntegerAttr(m_.heads), b_.getI64IntegerAttr(spec_.headDim()),
                                                   b_.getI64IntegerAttr(0),
                                                   b_.getF64FloatAttr(1.0 / std::sqrt(double(spec_.headDim()))));
@@ -306,7 +300,7 @@ private:
     Scope scope(*this, scope_ + ".cross_attn");
     const int64_t d = m_.d_model;
     Value q = linear(x, "q_proj", d, d);
-    Value ctx = b_.create<tfm::GatheredAttentionOp>(loc_, hiddenType(), q, crossK, crossV, srcKeep, rows,
+    Value ctx = b_.create<tfm::GatheredAttentionOp>(loc_, q, crossK, crossV, srcKeep, rows,
                                                     b_.getI64IntegerAttr(m_.heads), b_.getI64IntegerAttr(spec_.headDim()),
                                                     b_.getI64IntegerAttr(0), b_.getI64IntegerAttr(0),
                                                     b_.getI64IntegerAttr(0),
@@ -338,11 +332,11 @@ private:
     Value srcKeep = keepMask(src);
     Scope scope(*this, "decoder");
     Value table = param(tgtTableName(), {m_.tgt_vocab_size, m_.d_model});
-    Value y = b_.create<tfm::EmbeddingOp>(loc_, hiddenType(), table, tokens);
-    y = b_.create<tfm::ScaleOp>(loc_, hiddenType(), y, b_.getF64FloatAttr(std::sqrt(double(m_.d_model))));
+    Value y = b_.create<tfm::EmbeddingOp>(loc_, table, tokens);
+    y = b_.create<tfm::ScaleOp>(loc_, y, b_.getF64FloatAttr(std::sqrt(double(m_.d_model))));
     Value positions = sinusoid();
     if (!positions) positions = param("decoder.embed_positions.weight", {m_.max_len, m_.d_model});
-    y = b_.create<tfm::AddPositionAtOp>(loc_, hiddenType(), y, positions, step);
+    y = b_.create<tfm::AddPositionAtOp>(loc_, y, positions, step);
     for (int64_t i = 0; i < L; ++i) {
       Scope layer(*this, "decoder.layers." + std::to_string(i));
       Value crossK = entry->getArgument(unsigned(5 + 2 * i)), crossV = entry->getArgument(unsigned(6 + 2 * i));
@@ -354,7 +348,7 @@ private:
     }
     if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
     Value logits = outputProjection(y);
-    b_.create<func::ReturnOp>(loc_, ValueRange{b_.create<tfm::LogSoftmaxOp>(loc_, logits.getType(), logits)});
+    b_.create<func::ReturnOp>(loc_, ValueRange{b_.create<tfm::LogSoftmaxOp>(loc_, logits)});
   }
 
   enum class Entry { Forward, Gradients, TrainStep };
@@ -410,7 +404,7 @@ private:
     // Output projection (no bias) and loss.
     Value logits = outputProjection(y);
     Scope scope(*this, "output_projection");
-    Value loss = b_.create<tfm::LabelSmoothedXentOp>(loc_, lossType, logits, tgtOut,
+    Value loss = b_.create<tfm::LabelSmoothedXentOp>(loc_, logits, tgtOut,
                                                      b_.getF64FloatAttr(spec_.training.label_smoothing),
                                                      b_.getI64IntegerAttr(m_.pad_id));
     if (gradients) b_.create<func::ReturnOp>(loc_, ValueRange{loss});

@@ -122,10 +122,10 @@ private:
     if (auto mm = dyn_cast<tfm::MatmulOp>(op)) {
       Value a = mm.getLhs(), w = mm.getRhs();
       // y = a w^T (w [N, K]) or y = a w (w [K, N]).
-      if (needs(a)) accumulate(a, b_.create<tfm::MatmulOp>(loc, a.getType(), dy, w, b_.getBoolAttr(!mm.getTransposeB())));
+      if (needs(a)) accumulate(a, b_.create<tfm::MatmulOp>(loc, dy, w, b_.getBoolAttr(!mm.getTransposeB())));
       if (needs(w)) {
-        Value gw = mm.getTransposeB() ? b_.create<tfm::WeightGradOp>(loc, w.getType(), dy, a).getResult()
-                                      : b_.create<tfm::WeightGradOp>(loc, w.getType(), a, dy).getResult();
+        Value gw = mm.getTransposeB() ? b_.create<tfm::WeightGradOp>(loc, dy, a).getResult()
+                                      : b_.create<tfm::WeightGradOp>(loc, a, dy).getResult();
         accumulate(w, gw);
       }
       return success();
@@ -137,10 +137,10 @@ private:
       const bool tb = bmm.getTransposeB();
       // C = A B:   dA = dC B^T, dB = A^T dC.   C = A B^T: dA = dC B, dB = dC^T A.
       if (needs(a))
-        accumulate(a, b_.create<tfm::BatchMatmulOp>(loc, a.getType(), dy, bv, b_.getBoolAttr(!tb), b_.getBoolAttr(false)));
+        accumulate(a, b_.create<tfm::BatchMatmulOp>(loc, dy, bv, b_.getBoolAttr(!tb), b_.getBoolAttr(false)));
       if (needs(bv)) {
-        Value gb = tb ? b_.create<tfm::BatchMatmulOp>(loc, bv.getType(), dy, a, b_.getBoolAttr(false), b_.getBoolAttr(true))
-                      : b_.create<tfm::BatchMatmulOp>(loc, bv.getType(), a, dy, b_.getBoolAttr(false), b_.getBoolAttr(true));
+        Value gb = tb ? b_.create<tfm::BatchMatmulOp>(loc, dy, a, b_.getBoolAttr(false), b_.getBoolAttr(true))
+                      : b_.create<tfm::BatchMatmulOp>(loc, a, dy, b_.getBoolAttr(false), b_.getBoolAttr(true));
         accumulate(bv, gb);
       }
       return success();
@@ -148,7 +148,7 @@ private:
     if (auto bias = dyn_cast<tfm::BiasAddOp>(op)) {
       accumulate(bias.getInput(), dy);
       if (needs(bias.getBias()))
-        accumulate(bias.getBias(), b_.create<tfm::BiasGradOp>(loc, bias.getBias().getType(), dy));
+        accumulate(bias.getBias(), b_.create<tfm::BiasGradOp>(loc, dy));
       return success();
     }
     if (auto add = dyn_cast<tfm::AddOp>(op)) {
@@ -157,19 +157,19 @@ private:
       return success();
     }
     if (auto scale = dyn_cast<tfm::ScaleOp>(op)) {
-      accumulate(scale.getInput(), b_.create<tfm::ScaleOp>(loc, dy.getType(), dy, scale.getFactorAttr()));
+      accumulate(scale.getInput(), b_.create<tfm::ScaleOp>(loc, dy, scale.getFactorAttr()));
       return success();
     }
     if (auto relu = dyn_cast<tfm::ReluOp>(op)) {
-      accumulate(relu.getInput(), b_.create<tfm::ReluGradOp>(loc, dy.getType(), relu.getInput(), dy));
+      accumulate(relu.getInput(), b_.create<tfm::ReluGradOp>(loc, relu.getInput(), dy));
       return success();
     }
     if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {
-      accumulate(gelu.getInput(), b_.create<tfm::GeluGradOp>(loc, dy.getType(), gelu.getInput(), dy));
+      accumulate(gelu.getInput(), b_.create<tfm::GeluGradOp>(loc, gelu.getInput(), dy));
       return success();
     }
     if (auto softmax = dyn_cast<tfm::SoftmaxOp>(op)) {
-      accumulate(softmax.getInput(), b_.create<tfm::SoftmaxGradOp>(loc, dy.getType(), softmax.getResult(), dy));
+      accumulate(softmax.getInput(), b_.create<tfm::SoftmaxGradOp>(loc, softmax.getResult(), dy));
       return success();
     }
     if (auto mask = dyn_cast<tfm::MaskOp>(op)) {
@@ -180,25 +180,25 @@ private:
     if (auto ln = dyn_cast<tfm::LayerNormOp>(op)) {
       Value x = ln.getInput();
       auto eps = ln.getEpsilonAttr();
-      if (needs(x)) accumulate(x, b_.create<tfm::LayerNormGradOp>(loc, x.getType(), x, ln.getGamma(), dy, eps));
+      if (needs(x)) accumulate(x, b_.create<tfm::LayerNormGradOp>(loc, x, ln.getGamma(), dy, eps));
       if (needs(ln.getGamma()))
-        accumulate(ln.getGamma(), b_.create<tfm::LayerNormGammaGradOp>(loc, ln.getGamma().getType(), x, dy, eps));
-      if (needs(ln.getBeta())) accumulate(ln.getBeta(), b_.create<tfm::BiasGradOp>(loc, ln.getBeta().getType(), dy));
+        accumulate(ln.getGamma(), b_.create<tfm::LayerNormGammaGradOp>(loc, x, dy, eps));
+      if (needs(ln.getBeta())) accumulate(ln.getBeta(), b_.create<tfm::BiasGradOp>(loc, dy));
       return success();
     }
     if (auto split = dyn_cast<tfm::SplitHeadsOp>(op)) {
-      accumulate(split.getInput(), b_.create<tfm::MergeHeadsOp>(loc, split.getInput().getType(), dy));
+      accumulate(split.getInput(), b_.create<tfm::MergeHeadsOp>(loc, dy));
       return success();
     }
     if (auto merge = dyn_cast<tfm::MergeHeadsOp>(op)) {
       auto inType = cast<RankedTensorType>(merge.getInput().getType());
       accumulate(merge.getInput(),
-                 b_.create<tfm::SplitHeadsOp>(loc, inType, dy, b_.getI64IntegerAttr(inType.getDimSize(1))));
+                 b_.create<tfm::SplitHeadsOp>(loc, dy, b_.getI64IntegerAttr(inType.getDimSize(1))));
       return success();
     }
     if (auto emb = dyn_cast<tfm::EmbeddingOp>(op)) {
       auto tableType = cast<RankedTensorType>(emb.getTable().getType());
-      accumulate(emb.getTable(), b_.create<tfm::EmbeddingGradOp>(loc, tableType, emb.getIds(), dy,
+      accumulate(emb.getTable(), b_.create<tfm::EmbeddingGradOp>(loc, emb.getIds(), dy,
                                                                  b_.getI64IntegerAttr(tableType.getDimSize(0))));
       return success();
     }
@@ -206,7 +206,7 @@ private:
       accumulate(pos.getInput(), dy);
       if (needs(pos.getTable())) {
         auto tableType = cast<RankedTensorType>(pos.getTable().getType());
-        accumulate(pos.getTable(), b_.create<tfm::PositionsGradOp>(loc, tableType, dy,
+        accumulate(pos.getTable(), b_.create<tfm::PositionsGradOp>(loc, dy,
                                                                    b_.getI64IntegerAttr(tableType.getDimSize(0))));
       }
       return success();
@@ -214,7 +214,7 @@ private:
     if (auto drop = dyn_cast<tfm::DropoutOp>(op)) {
       // The mask is a function of (seed, site, step, index): the same op masks the gradient.
       // Without a step the op is the identity.
-      Value dx = drop.getStep() ? b_.create<tfm::DropoutOp>(loc, dy.getType(), dy, drop.getStep(), drop.getRateAttr(),
+      Value dx = drop.getStep() ? b_.create<tfm::DropoutOp>(loc, dy, drop.getStep(), drop.getRateAttr(),
                                                             drop.getSeedAttr(), drop.getSiteAttr())
                                       .getResult()
                                 : dy;

@@ -78,7 +78,7 @@ struct MergeProjectionsPass : impl::MergeProjectionsBase<MergeProjectionsPass> {
     auto f32 = weightType.getElementType();
     Value weight = b.create<tfm::ConcatOp>(
         loc, RankedTensorType::get({total, weightType.getDimSize(1)}, f32), weights);
-    Value bias = b.create<tfm::ConcatOp>(loc, RankedTensorType::get({total}, f32), biases);
+    Value bias = b.create<tfm::ConcatOp>(loc, biases);
 
     auto outType = cast<RankedTensorType>(first.biasAdd.getType());
     SmallVector<int64_t> shape(outType.getShape());
@@ -86,9 +86,9 @@ struct MergeProjectionsPass : impl::MergeProjectionsBase<MergeProjectionsPass> {
     auto mergedType = RankedTensorType::get(shape, f32);
     // The merged GEMM must come after every original input definition; inserting after the last
     // projection guarantees that, and the slices replace the originals' uses below.
-    Value merged = b.create<tfm::MatmulOp>(loc, mergedType, first.matmul.getLhs(), weight,
+    Value merged = b.create<tfm::MatmulOp>(loc, first.matmul.getLhs(), weight,
                                            b.getBoolAttr(true));
-    merged = b.create<tfm::BiasAddOp>(loc, mergedType, merged, bias);
+    merged = b.create<tfm::BiasAddOp>(loc, merged, bias);
 
     int64_t offset = 0;
     for (Projection &p : projections) {

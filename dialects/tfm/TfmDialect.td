@@ -28,7 +28,7 @@ defvar Tfm_MaxRank = 8;  // tfm::rules::kMaxRank
 class Tfm_Tensor<Type elt, string dtype, int minRank, int maxRank>
     : RankedTensorOf<[elt], [CPred<"::llvm::cast<::mlir::ShapedType>($_self).getRank() >= " # minRank #
                                    " && ::llvm::cast<::mlir::ShapedType>($_self).getRank() <= " # maxRank>],
-                     !if(!eq(minRank, maxRank), "rank-" # minRank, "rank " # minRank # ".." # maxRank) #
+                     !if(!eq(minRank, maxRank), "rank " # minRank, "rank " # minRank # ".." # maxRank) #
                      " tensor"> {
   string tfmDtype = dtype;
   int tfmMinRank = minRank;

@@ -37,14 +37,14 @@ func.func @position_table_shape() {
 
 // -----
 func.func @embedding_table_rank(%t: tensor<8xf32>, %ids: tensor<?x?xi32>) {
-  // expected-error @+1 {{operand #0 must be rank-2 tensor of 32-bit float values, but got 'tensor<8xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 2 tensor of 32-bit float values, but got 'tensor<8xf32>'}}
   %0 = tfm.embedding %t, %ids : (tensor<8xf32>, tensor<?x?xi32>) -> tensor<?x?x8xf32>
   return
 }
 
 // -----
 func.func @embedding_ids_type(%t: tensor<4x8xf32>, %ids: tensor<?x?xf32>) {
-  // expected-error @+1 {{operand #1 must be rank-2 tensor of 32-bit signless integer values, but got 'tensor<?x?xf32>'}}
+  // expected-error @+1 {{operand #1 must be rank 2 tensor of 32-bit signless integer values, but got 'tensor<?x?xf32>'}}
   %0 = tfm.embedding %t, %ids : (tensor<4x8xf32>, tensor<?x?xf32>) -> tensor<?x?x8xf32>
   return
 }
@@ -79,7 +79,7 @@ func.func @dropout_rate(%x: tensor<?x8xf32>) {
 
 // -----
 func.func @bias_rank(%x: tensor<?x8xf32>, %b: tensor<1x8xf32>) {
-  // expected-error @+1 {{operand #1 must be rank-1 tensor of 32-bit float values, but got 'tensor<1x8xf32>'}}
+  // expected-error @+1 {{operand #1 must be rank 1 tensor of 32-bit float values, but got 'tensor<1x8xf32>'}}
   %0 = tfm.bias_add %x, %b : (tensor<?x8xf32>, tensor<1x8xf32>) -> tensor<?x8xf32>
   return
 }
@@ -107,7 +107,7 @@ func.func @layer_norm_gamma(%x: tensor<?x8xf32>, %g: tensor<6xf32>, %b: tensor<8
 
 // -----
 func.func @layer_norm_beta_rank(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor<2x4xf32>) {
-  // expected-error @+1 {{operand #2 must be rank-1 tensor of 32-bit float values, but got 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{operand #2 must be rank 1 tensor of 32-bit float values, but got 'tensor<2x4xf32>'}}
   %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-5 : f64} : (tensor<?x8xf32>, tensor<8xf32>, tensor<2x4xf32>) -> tensor<?x8xf32>
   return
 }
@@ -128,7 +128,7 @@ func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
 
 // -----
 func.func @matmul_rhs_rank(%a: tensor<?x8xf32>, %b: tensor<1x8x4xf32>) {
-  // expected-error @+1 {{operand #1 must be rank-2 tensor of 32-bit float values, but got 'tensor<1x8x4xf32>'}}
+  // expected-error @+1 {{operand #1 must be rank 2 tensor of 32-bit float values, but got 'tensor<1x8x4xf32>'}}
   %0 = tfm.matmul %a, %b : (tensor<?x8xf32>, tensor<1x8x4xf32>) -> tensor<?x4xf32>
   return
 }
@@ -149,7 +149,7 @@ func.func @matmul_result(%a: tensor<?x?x8xf32>, %w: tensor<8x4xf32>) {
 
 // -----
 func.func @batch_matmul_rank(%a: tensor<?x?x8xf32>, %b: tensor<?x2x?x4xf32>) {
-  // expected-error @+1 {{operand #0 must be rank-4 tensor of 32-bit float values, but got 'tensor<?x?x8xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 4 tensor of 32-bit float values, but got 'tensor<?x?x8xf32>'}}
   %0 = tfm.batch_matmul %a, %b : (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   return
 }
@@ -198,7 +198,7 @@ func.func @split_heads_result(%x: tensor<?x?x8xf32>) {
 
 // -----
 func.func @merge_heads_rank(%x: tensor<?x?x4xf32>) {
-  // expected-error @+1 {{operand #0 must be rank-4 tensor of 32-bit float values, but got 'tensor<?x?x4xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 4 tensor of 32-bit float values, but got 'tensor<?x?x4xf32>'}}
   %0 = tfm.merge_heads %x : (tensor<?x?x4xf32>) -> tensor<?x?x4xf32>
   return
 }
@@ -226,7 +226,7 @@ func.func @mask_batch(%s: tensor<4x2x?x?xf32>, %keep: tensor<3x?xi1>) {
 
 // -----
 func.func @mask_rank(%s: tensor<?x?x?xf32>, %keep: tensor<?x?xi1>) {
-  // expected-error @+1 {{operand #0 must be rank-4 tensor of 32-bit float values, but got 'tensor<?x?x?xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 4 tensor of 32-bit float values, but got 'tensor<?x?x?xf32>'}}
   %0 = tfm.mask %s, %keep : (tensor<?x?x?xf32>, tensor<?x?xi1>) -> tensor<?x?x?xf32>
   return
 }
@@ -451,7 +451,7 @@ func.func @positions_grad_result(%dy: tensor<?x?x8xf32>) {
 
 // -----
 func.func @positions_grad_rank(%dy: tensor<?x8xf32>) {
-  // expected-error @+1 {{operand #0 must be rank-3 tensor of 32-bit float values, but got 'tensor<?x8xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 3 tensor of 32-bit float values, but got 'tensor<?x8xf32>'}}
   %0 = tfm.positions_grad %dy {num_rows = 16} : (tensor<?x8xf32>) -> tensor<16x8xf32>
   return
 }
@@ -551,7 +551,7 @@ func.func @adam_update_moment_shape(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step
 
 // -----
 func.func @lr_schedule_step_rank(%step: tensor<1xi32>) {
-  // expected-error @+1 {{operand #0 must be rank-0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
+  // expected-error @+1 {{operand #0 must be rank 0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
   %0 = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 4000} : (tensor<1xi32>) -> tensor<f32>
   return
 }
@@ -572,7 +572,7 @@ func.func @dropout_step_without_site(%x: tensor<?x8xf32>, %step: tensor<i32>) {
 
 // -----
 func.func @dropout_step_rank(%x: tensor<?x8xf32>, %step: tensor<1xi32>) {
-  // expected-error @+1 {{operand #1 must be rank-0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
+  // expected-error @+1 {{operand #1 must be rank 0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
   %0 = tfm.dropout %x step(%step : tensor<1xi32>) {rate = 0.1 : f64, site = "a"} : tensor<?x8xf32>
   return
 }
@@ -594,7 +594,7 @@ func.func @cache_not_state(%c: tensor<?x?x8xf32>, %p: tensor<?xi32>, %s: tensor<
 // -----
 func.func @cache_step_rank(%p: tensor<?xi32>, %s: tensor<1xi32>) {
   %c = tfm.state "k" : tensor<?x?x8xf32>
-  // expected-error @+1 {{operand #2 must be rank-0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
+  // expected-error @+1 {{operand #2 must be rank 0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
   %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x?x8xf32>
   return
 }
