@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "Commands.h"
+#include "CompilerCommands.h"
 #include "Pipeline.h"
 #include "SampleIds.h"
 #include "spec/FlopCount.h"

@@ -1,13 +1,18 @@
 // `tfmc compile`: spec -> tfm IR -> verified -> artifact. The only TU of the CLI that sees MLIR.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/MLIRContext.h"
 
-#include "Commands.h"
+#include "CompilerCommands.h"
 #include "Pipeline.h"
 #include "spec/ModelSpec.h"
 #include "tfmrt/runtime.h"
@@ -44,7 +49,47 @@ void installReportHandler(mlir::MLIRContext &context, const PipelineOptions &opt
   });
 }
 
-std::string defaultOutputPath(const ModelSpec &spec) { return spec.name + ".tfmx"; }
+std::string defaultOutputPath(const ModelSpec &spec, bool executable) {
+  return executable ? spec.name : spec.name + ".tfmx";
+}
+
+// The program an emitted executable starts from: tfm-embedded, installed next to tfmc.
+std::string executableTemplatePath() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "tfm-embedded";
+  std::string dir(self, size_t(n));
+  return dir.substr(0, dir.rfind('/') + 1) + "tfm-embedded";
+}
+
+// Writes tfm-embedded with the artifact appended (tfmrt::appendEmbeddedArtifact), mode 0755,
+// through a temporary file so a failed write leaves no half program behind.
+tfmrt::Status writeExecutable(const tfmrt::Artifact &artifact, const std::string &out, size_t &bytesWritten) {
+  const std::string templatePath = executableTemplatePath();
+  std::ifstream in(templatePath, std::ios::binary);
+  if (!in)
+    return tfmrt::notFound("cannot read the executable template '" + templatePath +
+                           "' (it is built next to tfmc: build the tfm-embedded target)");
+  std::vector<uint8_t> program((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes;
+  TFMRT_RETURN_IF_ERROR(tfmrt::serializeArtifact(artifact, bytes));
+  tfmrt::appendEmbeddedArtifact(program, bytes);
+  const std::string tmp = out + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char *>(program.data()), std::streamsize(program.size()));
+    if (!f.flush()) {
+      std::remove(tmp.c_str());
+      return tfmrt::ioError("cannot write '" + tmp + "'");
+    }
+  }
+  if (chmod(tmp.c_str(), 0755) != 0 || std::rename(tmp.c_str(), out.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return tfmrt::ioError("cannot create the executable '" + out + "'");
+  }
+  bytesWritten = program.size();
+  return tfmrt::Status::OK();
+}
 
 uint64_t paramCount(const tfmrt::Artifact &artifact) {
   uint64_t n = 0;
@@ -59,7 +104,7 @@ uint64_t paramCount(const tfmrt::Artifact &artifact) {
 }  // namespace
 
 bool compileSpecToArtifactFile(const std::string &specPath, const std::string &outPath,
-                               const PipelineOptions &options, bool quiet) {
+                               const PipelineOptions &options, bool quiet, bool executable) {
   ModelSpec spec;
   if (!loadSpec(specPath, spec)) return false;
   mlir::MLIRContext context;
@@ -91,12 +136,16 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     p.status = tfmrt::planArtifactMemory(artifact, fn.name, shapes, p.memory);
     plans.push_back(std::move(p));
   }
-  std::string out = outPath.empty() ? defaultOutputPath(spec) : outPath;
-  tfmrt::Status status = tfmrt::writeArtifactFile(artifact, out);
+  std::string out = outPath.empty() ? defaultOutputPath(spec, executable) : outPath;
+  size_t executableBytes = 0;
+  tfmrt::Status status = executable ? writeExecutable(artifact, out, executableBytes) : tfmrt::writeArtifactFile(artifact, out);
   if (!status.ok()) {
     std::cerr << "tfmc: error: " << status.message() << "\n";
     return false;
   }
+  if (executable && !quiet)
+    std::printf("wrote the executable %s (%.1f MiB): translates standard input with the options of tfmc translate; "
+                "run %s --help\n", out.c_str(), executableBytes / 1048576.0, out.c_str());
   if (!quiet) {
     size_t nodes = 0;
     for (const auto &fn : artifact.functions) nodes += fn.nodes.size();
@@ -189,11 +238,16 @@ int compileCommand(const CommandLine &cl) {
     std::cout << out << "\n";
     return 0;
   }
-  if (emit != "artifact") {
-    std::cerr << "tfmc compile: error: --emit must be 'artifact' or 'mlir', got '" << emit << "'\n";
+  if (emit != "artifact" && emit != "executable") {
+    std::cerr << "tfmc compile: error: --emit must be 'artifact', 'executable' or 'mlir', got '" << emit << "'\n";
     return 2;
   }
-  return compileSpecToArtifactFile(specPath, cl.get("o"), options, cl.has("quiet")) ? 0 : 1;
+  if (emit == "executable" && !options.translate) {
+    std::cerr << "tfmc compile: error: --emit=executable writes a translation program: add translate to --entries "
+                 "(e.g. --entries=forward,translate)\n";
+    return 2;
+  }
+  return compileSpecToArtifactFile(specPath, cl.get("o"), options, cl.has("quiet"), emit == "executable") ? 0 : 1;
 }
 
 }  // namespace tfmc

@@ -436,10 +436,48 @@ Status writeArtifactFile(const Artifact &artifact, const std::string &path) {
   return writeFileBytes(path, "artifact", bytes.data(), bytes.size());
 }
 
+namespace {
+// An executable written by `tfmc compile --emit=executable` is the program followed by the
+// artifact and this trailer: artifact offset and size (u64, little-endian) and the magic.
+constexpr char kEmbeddedMagic[8] = {'T', 'F', 'M', 'X', 'E', 'X', 'E', '1'};
+constexpr size_t kTrailerSize = 24;
+
+uint64_t readU64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+void appendU64(std::vector<uint8_t> &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(uint8_t(v >> (8 * i)));
+}
+}  // namespace
+
+bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size) {
+  if (file.size() < kTrailerSize) return false;
+  const uint8_t *t = file.data() + file.size() - kTrailerSize;
+  if (std::memcmp(t + 16, kEmbeddedMagic, sizeof kEmbeddedMagic) != 0) return false;
+  const uint64_t off = readU64(t), len = readU64(t + 8);
+  if (off > file.size() - kTrailerSize || len != file.size() - kTrailerSize - off) return false;
+  offset = size_t(off);
+  size = size_t(len);
+  return true;
+}
+
+void appendEmbeddedArtifact(std::vector<uint8_t> &program, const std::vector<uint8_t> &artifactBytes) {
+  const uint64_t offset = program.size();
+  program.insert(program.end(), artifactBytes.begin(), artifactBytes.end());
+  appendU64(program, offset);
+  appendU64(program, artifactBytes.size());
+  program.insert(program.end(), kEmbeddedMagic, kEmbeddedMagic + sizeof kEmbeddedMagic);
+}
+
 Status readArtifactFile(const std::string &path, Artifact &artifact) {
   std::vector<uint8_t> bytes;
   TFMRT_RETURN_IF_ERROR(readFileBytes(path, "artifact", bytes));
-  Status s = deserializeArtifact(bytes.data(), bytes.size(), artifact);
+  size_t offset = 0, size = bytes.size();
+  findEmbeddedArtifact(bytes, offset, size);  // an emitted executable: read the artifact it carries
+  Status s = deserializeArtifact(bytes.data() + offset, size, artifact);
   if (!s.ok()) return Status(s.code(), path + ": " + s.message());
   return Status::OK();
 }

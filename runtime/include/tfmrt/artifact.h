@@ -133,6 +133,12 @@ Status deserializeArtifact(const uint8_t *data, size_t size, Artifact &artifact)
 // Op names and attributes are checked when a Model is created from the artifact.
 Status validateArtifact(const Artifact &artifact);
 Status writeArtifactFile(const Artifact &artifact, const std::string &path);
+// Reads an artifact file, or the artifact embedded in an executable emitted by
+// `tfmc compile --emit=executable` (see appendEmbeddedArtifact).
 Status readArtifactFile(const std::string &path, Artifact &artifact);
+// Appends serialized artifact bytes and a trailer locating them to an executable's bytes.
+void appendEmbeddedArtifact(std::vector<uint8_t> &program, const std::vector<uint8_t> &artifactBytes);
+// Where the artifact of an emitted executable is (false if `file` carries none).
+bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size);
 
 }  // namespace tfmrt

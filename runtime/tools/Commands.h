@@ -1,4 +1,6 @@
-// Subcommands of the `tfmc` CLI. Each returns the process exit code.
+// The runtime verbs of the `tfmc` CLI (run, train, tokenizer, translate, inspect), MLIR-free: both
+// tfmc and the executables `tfmc compile --emit=executable` writes link them (libtfmtools). Each
+// returns the process exit code.
 #pragma once
 
 #include <string>
@@ -21,21 +23,14 @@ struct CommandLine {
 // Flags that never take a value (so `--flag positional` is not misread).
 bool isSwitch(const std::string &name);
 
-int compileCommand(const CommandLine &cl);
+// Parses argv[first..]: `-o x`, `--name=value`, `--name value` (isSwitch names take none),
+// positionals. False after printing an error.
+bool parseCommandLine(const char *tool, int argc, char **argv, int first, CommandLine &cl);
+
 int runCommand(const CommandLine &cl);
 int trainCommand(const CommandLine &cl);
 int tokenizerCommand(const CommandLine &cl);
 int translateCommand(const CommandLine &cl);
-int demoCommand(const CommandLine &cl);
 int inspectCommand(const CommandLine &cl);
-int benchCommand(const CommandLine &cl);
-
-// Compiles a spec (file, or the embedded demo spec when `path` is empty) to an artifact in memory
-// or on disk. Prints diagnostics to stderr. Defined in CompileCommand.cpp (the MLIR half).
-struct PipelineOptions;
-bool compileSpecToArtifactFile(const std::string &specPath, const std::string &outPath,
-                               const PipelineOptions &options, bool quiet);
-// Reads --fusion, --fusion-report, --print-ir-after-all.
-bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions &options);
 
 }  // namespace tfmc

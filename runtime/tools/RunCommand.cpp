@@ -10,7 +10,6 @@
 
 #include "Commands.h"
 #include "RunSupport.h"
-#include "Pipeline.h"
 #include "SampleIds.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
@@ -241,23 +240,6 @@ int runCommand(const CommandLine &cl) {
   }
   rs.artifactPath = cl.positionals[0];
   return runForward("run", rs);
-}
-
-int demoCommand(const CommandLine &cl) {
-  RunSettings rs;
-  if (!readRunSettings("demo", cl, rs, {"o", "fusion", "fusion-report", "print-ir-after-all"}))
-    return 2;
-  if (cl.positionals.size() > 1) {
-    std::cerr << "tfmc demo: error: expected at most one spec file\n";
-    return 2;
-  }
-  std::string spec = cl.positionals.empty() ? "" : cl.positionals[0];
-  rs.artifactPath = cl.get("o", "demo.tfmx");
-  if (!cl.has("iters")) rs.iters = 4;
-  PipelineOptions pipeline;
-  if (!readPipelineOptions("demo", cl, pipeline)) return 2;
-  if (!compileSpecToArtifactFile(spec, rs.artifactPath, pipeline, false)) return 1;
-  return runForward("demo", rs);
 }
 
 int inspectCommand(const CommandLine &cl) {

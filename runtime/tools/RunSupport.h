@@ -35,5 +35,7 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs, st
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs);
+// Runs the forward (or gradients) entry rs.iters times and prints loss and tokens/s (run, demo).
+int runForward(const char *cmd, const RunSettings &rs);
 
 }  // namespace tfmc

@@ -1,0 +1,81 @@
+// tfm-embedded: the program `tfmc compile --emit=executable` writes, with a compiled artifact
+// appended to it (tfmrt::appendEmbeddedArtifact). Given weights or a checkpoint and the tokenizer,
+// it translates standard input to standard output, or --input / --data, with every option of
+// `tfmc translate`. It links the runtime and data libraries only: no LLVM, no MLIR.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "Commands.h"
+#include "tfmrt/artifact.h"
+
+namespace {
+
+std::string selfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+bool carriesArtifact(const std::string &path, std::string &modelName) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t offset = 0, size = 0;
+  if (!tfmrt::findEmbeddedArtifact(bytes, offset, size)) return false;
+  tfmrt::Artifact a;
+  if (!tfmrt::deserializeArtifact(bytes.data() + offset, size, a).ok()) return false;
+  modelName = a.modelName;
+  return true;
+}
+
+void usage(const char *argv0, const std::string &model, FILE *to) {
+  std::fprintf(to,
+               "usage: %s (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model [options]\n\n"
+               "Translates with the compiled model '%s' built into this program: standard input to\n"
+               "standard output, one sentence per line, as lines arrive (or --input file | --data <dir>).\n"
+               "Options are those of `tfmc translate`: --beam K, --length-penalty A, --n-best N,\n"
+               "--batch N, --max-batch-tokens N, --output file, --output-format text|pieces|ids,\n"
+               "--reference file, --max-sentences N, --no-cache, --sample [--top-k K] [--top-p P]\n"
+               "[--temperature T] [--seed N], --kernels=dnnl|reference, --threads N, --profile.\n",
+               argv0, model.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  const std::string self = selfPath();
+  std::string model;
+  if (self.empty() || !carriesArtifact(self, model)) {
+    std::fprintf(stderr,
+                 "%s: error: this program carries no compiled model; it is the template that\n"
+                 "`tfmc compile <spec.yaml> --entries=forward,translate --emit=executable -o <name>` copies\n",
+                 argv[0]);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      usage(argv[0], model, stdout);
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--version")) {
+      std::printf("%s: model '%s', compiled by tfmc\n", argv[0], model.c_str());
+      return 0;
+    }
+  }
+  tfmc::CommandLine cl;
+  if (!tfmc::parseCommandLine(argv[0], argc, argv, 1, cl)) return 2;
+  if (!cl.positionals.empty()) {
+    std::fprintf(stderr, "%s: error: unexpected argument '%s' (the model is built in; see --help)\n", argv[0],
+                 cl.positionals[0].c_str());
+    return 2;
+  }
+  cl.positionals.push_back(self);
+  if (!cl.has("input") && !cl.has("data")) cl.flags.push_back({"input", "-"});
+  return tfmc::translateCommand(cl);
+}
