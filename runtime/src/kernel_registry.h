@@ -18,7 +18,7 @@
 
 namespace tfmrt {
 
-struct DnnlContext;  // kernels/dnnl/dnnl_context.h; null for the reference backend
+class Device;  // device.h; null for the reference backend
 
 // How a kernel may store its constant GEMM weight, from the node's `weight_layout` attribute
 // (Plain for ops without one). Plain kernels read the row-major weight in place every call; Packed
@@ -66,7 +66,7 @@ struct KernelPrepareInfo {
   // static shapes and change only when weightsVersion does.
   std::vector<bool> knownBeforeRun;
   Layout layout = Layout::Plain;
-  DnnlContext *dnnl = nullptr;
+  Device *device = nullptr;
 };
 
 class Kernel {
@@ -119,7 +119,7 @@ private:
   std::map<KernelKey, KernelFactory> kernels_;
 };
 
-// Registration hooks, one per kernel family (kernels/reference/register.cpp, kernels/dnnl/register.cpp).
+// Registration hooks, one per kernel family (kernels/reference/register.cpp, kernels/fast_register.cpp).
 void registerReferenceKernels(KernelRegistry &registry);
 void registerDnnlKernels(KernelRegistry &registry);
 

@@ -56,7 +56,7 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
     Impl &impl = *m->impl_;
     impl.artifact = std::move(artifact);
     impl.options = options;
-    if (options.backend == KernelBackend::Dnnl) TFMRT_RETURN_IF_ERROR(createDnnlContext(impl.dnnl));
+    if (options.backend == KernelBackend::Dnnl) TFMRT_RETURN_IF_ERROR(createCpuDevice(impl.device));
     for (const Constant &c : impl.artifact.constants) {
       Tensor t(c.dtype, c.shape);
       if (!c.data.empty()) std::memcpy(t.rawData(), c.data.data(), c.data.size());
@@ -133,7 +133,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     }
     for (uint32_t v : node.outputs) info.outputs.push_back(&fn.values[v]);
     info.layout = layout;
-    info.dnnl = dnnl.get();
+    info.device = device.get();
     TFMRT_RETURN_IF_ERROR(withContext(where + " [" + kernel->name() + "]", kernel->prepare(info)));
     state.kernels.push_back(std::move(kernel));
     maxArity = std::max(maxArity, node.inputs.size() + node.outputs.size());

@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "device.h"
 #include "entry_plan.h"
 #include "kernel_registry.h"
-#include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/fast_kernels.h"
 #include "shape_inference.h"
 #include "tfmrt/runtime.h"
 
@@ -75,7 +76,7 @@ struct EntryRun {
 struct Model::Impl {
   Artifact artifact;
   RuntimeOptions options;
-  DnnlContextPtr dnnl;
+  std::unique_ptr<Device> device;  // the fast backend's CPU device; null for the reference backend
   std::vector<Tensor> constants;  // aligned copies of artifact.constants
   std::vector<Tensor> weights;    // per artifact.params index
   bool hasWeights = false;

@@ -5,10 +5,11 @@
 
 namespace tfm::rules {
 
-namespace {
-// Generated from TfmOps.td by tfm-tblgen -gen-op-rules: `std::vector<OpRule> buildOpTable()`.
+// Generated from TfmOps.td by tfm-tblgen -gen-op-rules: the declarations of the shape rules it
+// names and `buildOpTable()`.
 #include "TfmOpRules.inc"
 
+namespace {
 std::string numberStr(double v) {
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
   if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));

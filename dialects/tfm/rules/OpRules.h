@@ -124,40 +124,7 @@ inline bool compatible(int64_t a, int64_t b) { return a == kDynamic || b == kDyn
 bool shapesCompatible(const Dims &declared, const Dims &inferred);
 std::string dimsStr(const Dims &dims);  // "[2, ?, 512]"
 
-// Shape rules, referenced by name from TfmOps.td (`shapeRule`).
-namespace shape {
-std::string sameAsFirst(const ShapeArgs &, Dims &);
-std::string elementwise(const ShapeArgs &, Dims &);
-std::string embedding(const ShapeArgs &, Dims &);
-std::string addPositions(const ShapeArgs &, Dims &);
-std::string addPositionAt(const ShapeArgs &, Dims &);
-std::string matmul(const ShapeArgs &, Dims &);
-std::string biasAdd(const ShapeArgs &, Dims &);
-std::string layerNorm(const ShapeArgs &, Dims &);
-std::string addLayerNorm(const ShapeArgs &, Dims &);
-std::string splitHeads(const ShapeArgs &, Dims &);
-std::string mergeHeads(const ShapeArgs &, Dims &);
-std::string batchMatmul(const ShapeArgs &, Dims &);
-std::string mask(const ShapeArgs &, Dims &);
-std::string xent(const ShapeArgs &, Dims &);
-std::string xentGrad(const ShapeArgs &, Dims &);
-std::string linear(const ShapeArgs &, Dims &);
-std::string fusedAttention(const ShapeArgs &, Dims &);
-std::string concat(const ShapeArgs &, Dims &);
-std::string sliceLast(const ShapeArgs &, Dims &);
-std::string lastPosition(const ShapeArgs &, Dims &);
-std::string cacheReorder(const ShapeArgs &, Dims &);
-std::string cacheWrite(const ShapeArgs &, Dims &);
-std::string cachedAttention(const ShapeArgs &, Dims &);
-std::string gatheredAttention(const ShapeArgs &, Dims &);
-std::string weightGrad(const ShapeArgs &, Dims &);
-std::string biasGrad(const ShapeArgs &, Dims &);
-std::string layerNormGrad(const ShapeArgs &, Dims &);
-std::string layerNormGammaGrad(const ShapeArgs &, Dims &);
-std::string embeddingGrad(const ShapeArgs &, Dims &);
-std::string positionsGrad(const ShapeArgs &, Dims &);
-std::string scalar(const ShapeArgs &, Dims &);
-std::string adamUpdate(const ShapeArgs &, Dims &);
-}  // namespace shape
+// The shape rules themselves live in namespace tfm::rules::shape (ShapeRules.cpp); TfmOps.td names
+// each op's rule (`shapeRule`) and the generated op table declares them.
 
 }  // namespace tfm::rules

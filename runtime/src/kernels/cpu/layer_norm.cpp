@@ -5,8 +5,8 @@
 // safer than E[x^2] - E[x]^2 -- and a third that normalizes. The row stays in L1 after the first
 // pass, so add_layer_norm reads a and b from memory once and writes y once: the sum never makes
 // a round trip through memory as it does between tfm.add and tfm.layer_norm.
-#include "kernels/dnnl/dnnl_kernels.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/fast_kernels.h"
+#include "kernels/cpu/cpu_util.h"
 #include "op_schema.h"
 
 namespace tfmrt {

@@ -2,8 +2,8 @@
 // tfm.slice_last. Each is a set of equal-length contiguous runs copied from one place to another;
 // the runs are spread evenly over the threads (the reference kernels parallelise over B x H only,
 // which leaves threads idle for small batches).
-#include "kernels/dnnl/dnnl_kernels.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/fast_kernels.h"
+#include "kernels/cpu/cpu_util.h"
 #include "op_schema.h"
 
 namespace tfmrt {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "format.h"
-#include "kernels/dnnl/dnnl_context.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/onednn/onednn_util.h"
+#include "kernels/cpu/cpu_util.h"
 #include "kernels/xent_common.h"
 #include "op_schema.h"
 
@@ -27,8 +27,8 @@ class DnnlWeightGradKernel final : public Kernel {
 public:
   const char *name() const override { return "dnnl.weight_grad"; }
   Status prepare(const KernelPrepareInfo &info) override {
-    if (!info.dnnl) return internalError("dnnl.weight_grad needs a oneDNN context");
-    ctx_ = info.dnnl;
+    ctx_ = cpuDevice(info.device);
+    if (!ctx_) return internalError("dnnl.weight_grad needs the CPU device");
     try {
       memory::desc srcMd({kRT, kRT}, kF32, tag::ba);  // dy^T: [N, R] over dy's [R, N] storage
       memory::desc wMd({kRT, kRT}, kF32, tag::ab);    // x [R, K]
@@ -67,7 +67,7 @@ public:
   }
 
 private:
-  DnnlContext *ctx_ = nullptr;
+  CpuDevice *ctx_ = nullptr;
   dnnl::matmul prim_;
   int64_t r_ = -1, n_ = -1, k_ = -1;
   memory dyMem_, xMem_, dwMem_;

@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "format.h"
-#include "kernels/dnnl/dnnl_kernels.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/fast_kernels.h"
+#include "kernels/cpu/cpu_util.h"
 #include "kernels/xent_common.h"
 #include "op_schema.h"
 

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/dnnl/dnnl_context.h"
+#include "kernels/onednn/onednn_util.h"
 #include "kernels/kernel_util.h"
 
 namespace tfmrt {
@@ -34,8 +34,8 @@ public:
   const char *name() const override { return "dnnl.softmax"; }
 
   Status prepare(const KernelPrepareInfo &info) override {
-    if (!info.dnnl) return internalError("dnnl.softmax needs a oneDNN context");
-    ctx_ = info.dnnl;
+    ctx_ = cpuDevice(info.device);
+    if (!ctx_) return internalError("dnnl.softmax needs the CPU device");
     return Status::OK();
   }
 
@@ -96,7 +96,7 @@ private:
     }
   }
 
-  DnnlContext *ctx_ = nullptr;
+  CpuDevice *ctx_ = nullptr;
   std::vector<SoftmaxPlan> plans_;
   uint64_t clock_ = 0;
 };

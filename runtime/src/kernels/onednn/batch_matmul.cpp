@@ -5,7 +5,7 @@
 // brgemm kernel for Q K^T (transposed B) and ~2x slower for P V at B*H=256, M=32.
 #include <cstring>
 
-#include "kernels/dnnl/dnnl_context.h"
+#include "kernels/onednn/onednn_util.h"
 #include "kernels/kernel_util.h"
 #include "op_schema.h"
 
@@ -19,8 +19,8 @@ public:
   const char *name() const override { return "dnnl.batch_matmul"; }
 
   Status prepare(const KernelPrepareInfo &info) override {
-    if (!info.dnnl) return internalError("dnnl.batch_matmul needs a oneDNN context");
-    ctx_ = info.dnnl;
+    ctx_ = cpuDevice(info.device);
+    if (!ctx_) return internalError("dnnl.batch_matmul needs the CPU device");
     transposeB_ = attrInt(*info.node, "transpose_b") != 0;
     transposeA_ = attrInt(*info.node, "transpose_a") != 0;
     try {
@@ -64,7 +64,7 @@ public:
   }
 
 private:
-  DnnlContext *ctx_ = nullptr;
+  CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false, transposeA_ = false;
   dnnl::matmul prim_;
   int64_t r_ = -1, m_ = -1, k_ = -1, n_ = -1;

@@ -1,4 +1,4 @@
-#include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/fast_kernels.h"
 #include "kernels/attention/attention_kernels.h"
 #include "kernels/decode/step_attention.h"
 

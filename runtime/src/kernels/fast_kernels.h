@@ -1,5 +1,6 @@
-// oneDNN-backed and hand-optimized kernels (KernelBackend::Dnnl), and the oneDNN engine/stream
-// they share. This header does not include oneDNN, so callers stay cheap to compile.
+// The fast CPU backend (KernelBackend::Dnnl): oneDNN-backed kernels (kernels/onednn/) and our own
+// vectorised ones (kernels/cpu/, kernels/attention/, kernels/decode/). This header does not
+// include oneDNN, so callers stay cheap to compile.
 #pragma once
 
 #include <memory>
@@ -7,14 +8,6 @@
 #include "kernel_registry.h"
 
 namespace tfmrt {
-
-struct DnnlContextDeleter {
-  void operator()(DnnlContext *ctx) const;
-};
-using DnnlContextPtr = std::unique_ptr<DnnlContext, DnnlContextDeleter>;
-
-// One CPU engine + stream, shared by all kernels of a Model.
-Status createDnnlContext(DnnlContextPtr &out);
 
 void registerDnnlMatmul(KernelRegistry &r);  // tfm.matmul and tfm.linear, plain and packed
 void registerDnnlBatchMatmul(KernelRegistry &r);

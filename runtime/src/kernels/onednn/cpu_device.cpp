@@ -1,12 +1,10 @@
-#include "kernels/dnnl/dnnl_context.h"
+#include "kernels/onednn/onednn_util.h"
 
 namespace tfmrt {
 
-void DnnlContextDeleter::operator()(DnnlContext *ctx) const { delete ctx; }
-
-Status createDnnlContext(DnnlContextPtr &out) {
+Status createCpuDevice(std::unique_ptr<Device> &out) {
   try {
-    auto ctx = DnnlContextPtr(new DnnlContext);
+    auto ctx = std::make_unique<CpuDevice>();
     ctx->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
     ctx->stream = dnnl::stream(ctx->engine);
     out = std::move(ctx);

@@ -5,9 +5,9 @@
 #include <limits>
 
 #include "format.h"
-#include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/fast_kernels.h"
 #include "kernels/dropout_mask.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/cpu/cpu_util.h"
 #include "op_schema.h"
 
 namespace tfmrt {

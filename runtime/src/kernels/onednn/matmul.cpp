@@ -16,8 +16,8 @@
 // dims. Without an activation it is copied into the output and added by a sum post-op (the GEMM
 // accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
 // implementation) it is added by a vectorised loop after the GEMM.
-#include "kernels/dnnl/dnnl_context.h"
-#include "kernels/dnnl/fast_util.h"
+#include "kernels/onednn/onednn_util.h"
+#include "kernels/cpu/cpu_util.h"
 #include "op_schema.h"
 
 namespace tfmrt {
@@ -37,8 +37,8 @@ public:
   }
 
   Status prepare(const KernelPrepareInfo &info) override {
-    if (!info.dnnl) return internalError(cat(name(), " needs a oneDNN context"));
-    ctx_ = info.dnnl;
+    ctx_ = cpuDevice(info.device);
+    if (!ctx_) return internalError(cat(name(), " needs the CPU device"));
     const Node &node = *info.node;
     transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
     if (linear_) {
@@ -153,7 +153,7 @@ private:
   }
 
   const bool linear_, packed_;
-  DnnlContext *ctx_ = nullptr;
+  CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false;
   Activation act_ = Activation::None;
   bool hasResidual_ = false;

@@ -1,12 +1,13 @@
-// The oneDNN objects shared by a Model's kernels. Only kernels/dnnl/*.cpp include this.
+// The oneDNN objects shared by a Model's kernels: the CPU device. Only kernels/onednn/*.cpp include this.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <vector>
 
+#include "device.h"
 #include "format.h"
-#include "kernels/dnnl/dnnl_kernels.h"
+#include "kernels/fast_kernels.h"
 
 namespace tfmrt {
 
@@ -18,10 +19,16 @@ constexpr dnnl::memory::dim kRT = DNNL_RUNTIME_DIM_VAL;  // a run-time dimension
 constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
 }  // namespace dnnl_names
 
-struct DnnlContext {
+// One CPU engine + stream, shared by all kernels of a Model.
+class CpuDevice : public Device {
+public:
+  const char *name() const override { return "cpu"; }
   dnnl::engine engine;
   dnnl::stream stream;
 };
+
+// The device a oneDNN kernel was prepared with; null when the Model has no CPU device.
+inline CpuDevice *cpuDevice(Device *device) { return dynamic_cast<CpuDevice *>(device); }
 
 inline Status dnnlError(const char *what, const dnnl::error &e) {
   return internalError(cat("oneDNN ", what, " failed: ", e.what(), " (status ", int(e.status), ")"));
