@@ -12,6 +12,8 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev   # oneDNN's CMake config requires the OpenCL headers
   # spec parsing
   libyaml-cpp-dev
+  # command-line parsing of the tools (header-only)
+  libcli11-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # tokenizer and corpus reading (tfmc tokenizer, tfmc train --data)

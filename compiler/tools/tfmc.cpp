@@ -8,7 +8,7 @@
 #include "CompilerCommands.h"
 
 
-static const char *kUsage = R"(usage: tfmc <command> [options]
+static const char *kUsage = R"(usage: tfmc <command> [options]       (tfmc <command> --help: the command's options)
 
 commands:
   compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
@@ -76,9 +76,18 @@ int main(int argc, char **argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("tfmc %s\n", tfmc::kVersion);
+    return 0;
+  }
   std::string command = argv[1];
+  if (!tfmc::isCommand(command)) {
+    std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;
+    return 2;
+  }
   tfmc::CommandLine cl;
-  if (!tfmc::parseCommandLine("tfmc", argc, argv, 2, cl)) return 2;
+  int exitCode = 0;
+  if (!tfmc::parseCommandLine("tfmc", command, argc, argv, 2, cl, exitCode)) return exitCode;
   if (command == "compile") return tfmc::compileCommand(cl);
   if (command == "run") return tfmc::runCommand(cl);
   if (command == "train") return tfmc::trainCommand(cl);

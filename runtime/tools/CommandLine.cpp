@@ -1,4 +1,9 @@
-// Command-line parsing shared by tfmc and emitted executables.
+// Command-line parsing shared by tfmc and emitted executables: every command's options are declared
+// once (commandOptions below) and parsed by CLI11, which gives each command --help, rejects unknown
+// options and validates numbers before the command runs.
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -6,6 +11,148 @@
 #include "Commands.h"
 
 namespace tfmc {
+namespace {
+
+enum class Kind { Flag, Text, Int, Number };
+
+struct OptionSpec {
+  const char *name;  // without dashes; "o" is the short option -o
+  Kind kind;
+  const char *help;
+};
+
+struct CommandSpec {
+  const char *name;
+  const char *positional;  // "" if none
+  const char *positionalHelp;
+  const char *description;
+  std::vector<OptionSpec> options;
+};
+
+std::vector<OptionSpec> runOptions() {
+  return {
+      {"weights", Kind::Text, "weights (.safetensors) instead of a seeded initialisation"},
+      {"seed", Kind::Int, "initialisation seed (default 1)"},
+      {"inputs", Kind::Text, "input batch (.safetensors) instead of the built-in sample batch"},
+      {"batch", Kind::Int, "sample batch size"},
+      {"src-len", Kind::Int, "sample source length"},
+      {"tgt-len", Kind::Int, "sample target length"},
+      {"kernels", Kind::Text, "dnnl (default: oneDNN and our fast CPU kernels) or reference"},
+      {"iters", Kind::Int, "calls of the entry (default 1)"},
+      {"output", Kind::Text, "write the outputs (.safetensors)"},
+      {"save-weights", Kind::Text, "write the weights (.safetensors)"},
+      {"threads", Kind::Int, "OpenMP threads (0 = all cores)"},
+      {"profile", Kind::Flag, "print time per kernel"},
+      {"entry", Kind::Text, "forward (default) or gradients"},
+  };
+}
+
+std::vector<OptionSpec> pipelineOptions() {
+  return {
+      {"fusion", Kind::Text, "all (default), none, or a comma list of merge-projections, attention, epilogues, layouts"},
+      {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why"},
+      {"print-ir-after-all", Kind::Flag, "print the IR after every pass"},
+  };
+}
+
+using Options = std::vector<OptionSpec>;
+Options concat(std::initializer_list<Options> lists) {
+  Options out;
+  for (const Options &l : lists) out.insert(out.end(), l.begin(), l.end());
+  return out;
+}
+
+std::vector<CommandSpec> commandSpecs() {
+  return {
+      {"compile", "spec", "model spec (.yaml)", "Compile a model spec to an artifact (or an executable, or print the IR).",
+       concat({Options{{"o", Kind::Text, "output path (default <spec name>.tfmx, or <spec name> for an executable)"},
+                       {"emit", Kind::Text, "artifact (default), executable (a translation program), or mlir"},
+                       {"entries", Kind::Text, "comma list of forward, gradients, train_step, translate"},
+                       {"quiet", Kind::Flag, "print nothing on success"}},
+               pipelineOptions()})},
+      {"run", "model", "compiled artifact (.tfmx)", "Run the forward (or gradients) entry: loss and tokens/s.", runOptions()},
+      {"demo", "spec", "model spec (default: the embedded small model)",
+       "Compile a spec, initialise weights from a seed and run the forward pass on a sample batch.",
+       concat({runOptions(), Options{{"o", Kind::Text, "artifact path (default demo.tfmx)"}}, pipelineOptions()})},
+      {"train", "model", "artifact compiled with --entries=forward,train_step",
+       "Run compiled training steps on a corpus (--data) or one batch, with checkpoints and exact resume.",
+       concat({runOptions(),
+               Options{{"steps", Kind::Int, "training steps"},
+               {"first-step", Kind::Int, "number of the first step (default 1)"},
+               {"log-every", Kind::Int, "log every N steps"},
+               {"checkpoint", Kind::Text, "checkpoint path (written atomically)"},
+               {"checkpoint-every", Kind::Int, "checkpoint every N steps (and at the end)"},
+               {"resume", Kind::Text, "continue from a checkpoint"},
+               {"data", Kind::Text, "parallel corpus directory (<dir>/train.<lang>.gz)"},
+               {"src", Kind::Text, "source language (default de)"},
+               {"tgt", Kind::Text, "target language (default en)"},
+               {"tokenizer", Kind::Text, "SentencePiece model"},
+               {"batch-tokens", Kind::Int, "tokens per batch (default: the spec's training.batch_tokens)"},
+               {"valid-split", Kind::Text, "validation split (default val) or none"},
+               {"eval-every", Kind::Int, "validation loss every N steps"}}})},
+      {"tokenizer", "", "", "Train one SentencePiece vocabulary over both languages.",
+       {{"data", Kind::Text, "corpus directory"},
+        {"langs", Kind::Text, "comma list of languages (default de,en)"},
+        {"split", Kind::Text, "split to train on (default train)"},
+        {"vocab", Kind::Int, "vocabulary size (default 8000)"},
+        {"o", Kind::Text, "output model path"}}},
+      {"translate", "model", "artifact compiled with --entries=forward,translate",
+       "Translate with a K/V cache: encode once per batch, one decode_step per output token.",
+       {{"weights", Kind::Text, "weights (.safetensors)"},
+        {"checkpoint", Kind::Text, "training checkpoint to take the weights from"},
+        {"tokenizer", Kind::Text, "SentencePiece model"},
+        {"input", Kind::Text, "source sentences, one per line (- = standard input, streamed)"},
+        {"reference", Kind::Text, "references: print corpus BLEU"},
+        {"data", Kind::Text, "corpus directory (with --split, --src, --tgt)"},
+        {"split", Kind::Text, "split of --data (default test_2016_flickr)"},
+        {"src", Kind::Text, "source language (default de)"},
+        {"tgt", Kind::Text, "target language (default en)"},
+        {"beam", Kind::Int, "beam size (1 = greedy; default: the spec's decoding.beam_size)"},
+        {"length-penalty", Kind::Number, "GNMT length penalty alpha (default: the spec's)"},
+        {"n-best", Kind::Int, "print the N best hypotheses as 'index ||| text ||| score'"},
+        {"batch", Kind::Int, "sentences per batch"},
+        {"max-batch-tokens", Kind::Int, "source tokens per batch"},
+        {"output", Kind::Text, "write translations here (default standard output)"},
+        {"output-format", Kind::Text, "text (default), pieces or ids"},
+        {"max-sentences", Kind::Int, "translate only the first N sentences"},
+        {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
+        {"sample", Kind::Flag, "sample tokens instead of searching (beam 1)"},
+        {"top-k", Kind::Int, "sample among the K most likely tokens"},
+        {"top-p", Kind::Number, "sample from the smallest set with probability >= P"},
+        {"temperature", Kind::Number, "sampling temperature"},
+        {"seed", Kind::Int, "sampling seed"},
+        {"kernels", Kind::Text, "dnnl (default) or reference"},
+        {"threads", Kind::Int, "OpenMP threads (0 = all cores)"},
+        {"profile", Kind::Flag, "print time per kernel"}}},
+      {"inspect", "model", "compiled artifact (.tfmx)", "Validate an artifact and summarise it.", {}},
+      {"bench", "spec", "model spec (.yaml)", "Run the spec fused and unfused side by side: tokens/s and their ratio.",
+       {{"batch", Kind::Int, "batch size (default: the spec's compile: shapes)"},
+        {"src-len", Kind::Int, "source length"},
+        {"tgt-len", Kind::Int, "target length"},
+        {"rounds", Kind::Int, "alternating rounds"},
+        {"iters", Kind::Int, "calls per round"},
+        {"threads", Kind::Int, "OpenMP threads"},
+        {"seed", Kind::Int, "weights and inputs seed"},
+        {"peak-gflops", Kind::Number, "machine peak for the utilisation column"}}},
+  };
+}
+
+std::string checkInt(std::string &v) {
+  char *end = nullptr;
+  errno = 0;
+  std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE) return "expects an integer, got '" + v + "'";
+  return "";
+}
+
+std::string checkNumber(std::string &v) {
+  char *end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) return "expects a number, got '" + v + "'";
+  return "";
+}
+
+}  // namespace
 
 bool CommandLine::has(const std::string &name) const {
   for (auto &f : flags)
@@ -19,28 +166,13 @@ std::string CommandLine::get(const std::string &name, const std::string &fallbac
   return fallback;
 }
 
+// Values were validated when parsed (checkInt / checkNumber), so conversions cannot fail here.
 long long CommandLine::getInt(const std::string &name, long long fallback) const {
-  if (!has(name)) return fallback;
-  std::string v = get(name);
-  char *end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') {
-    std::cerr << "tfmc: error: --" << name << " expects an integer, got '" << v << "'\n";
-    std::exit(2);
-  }
-  return x;
+  return has(name) ? std::strtoll(get(name).c_str(), nullptr, 10) : fallback;
 }
 
 double CommandLine::getDouble(const std::string &name, double fallback) const {
-  if (!has(name)) return fallback;
-  std::string v = get(name);
-  char *end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) {
-    std::cerr << "tfmc: error: --" << name << " expects a number, got '" << v << "'\n";
-    std::exit(2);
-  }
-  return x;
+  return has(name) ? std::strtod(get(name).c_str(), nullptr) : fallback;
 }
 
 std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &known) const {
@@ -53,34 +185,70 @@ std::vector<std::string> CommandLine::unknown(const std::vector<std::string> &kn
   return out;
 }
 
-bool isSwitch(const std::string &name) {
-  return name == "quiet" || name == "help" || name == "profile" || name == "fusion-report" ||
-         name == "print-ir-after-all" || name == "no-cache" || name == "sample";
+bool isCommand(const std::string &command) {
+  for (const CommandSpec &c : commandSpecs())
+    if (command == c.name) return true;
+  return false;
 }
 
-bool parseCommandLine(const char *tool, int argc, char **argv, int first, CommandLine &cl) {
+bool parseCommandLine(const std::string &tool, const std::string &command, int argc, char **argv, int first,
+                      CommandLine &cl, int &exitCode) {
+  const std::vector<CommandSpec> specs = commandSpecs();
+  const CommandSpec *spec = nullptr;
+  for (const CommandSpec &c : specs)
+    if (command == c.name) spec = &c;
+  if (!spec) {
+    std::cerr << tool << ": error: unknown command '" << command << "'\n";
+    exitCode = 2;
+    return false;
+  }
+  CLI::App app(spec->description, tool + (tool == "tfmc" ? " " + command : std::string()));
+  app.set_version_flag("--version", kVersion);
+  std::vector<std::pair<std::string, CLI::Option *>> options;
+  for (const OptionSpec &o : spec->options) {
+    const std::string flag = std::string(o.name).size() == 1 ? std::string("-") + o.name : std::string("--") + o.name;
+    CLI::Option *opt = o.kind == Kind::Flag ? app.add_flag(flag, o.help) : app.add_option(flag, o.help);
+    if (o.kind != Kind::Flag) opt->type_size(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (o.kind == Kind::Int) opt->check(CLI::Validator(checkInt, ""))->type_name("INT");
+    if (o.kind == Kind::Number) opt->check(CLI::Validator(checkNumber, ""))->type_name("NUMBER");
+    if (o.kind == Kind::Text) opt->type_name("TEXT");
+    options.push_back({o.name, opt});
+  }
+  std::vector<std::string> positionals;
+  if (*spec->positional) app.add_option(spec->positional, positionals, spec->positionalHelp);
+  // `--name=` is an explicit empty value; CLI11 would take the next argument instead.
+  std::vector<std::string> storage;
   for (int i = first; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-o") {
-      if (i + 1 >= argc) {
-        std::cerr << tool << ": error: -o needs a file name\n";
-        return false;
-      }
-      cl.flags.push_back({"o", argv[++i]});
-    } else if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
-      std::string body = arg.substr(2);
-      size_t eq = body.find('=');
-      if (eq != std::string::npos) {
-        cl.flags.push_back({body.substr(0, eq), body.substr(eq + 1)});
-      } else if (isSwitch(body) || i + 1 >= argc) {
-        cl.flags.push_back({body, ""});
-      } else {
-        cl.flags.push_back({body, argv[++i]});
-      }
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      storage.push_back(a.substr(0, a.size() - 1));
+      storage.push_back("");
     } else {
-      cl.positionals.push_back(arg);
+      storage.push_back(a);
     }
   }
+  std::vector<const char *> args{argv[0]};
+  for (const std::string &a : storage) args.push_back(a.c_str());
+  try {
+    app.parse(int(args.size()), args.data());
+  } catch (const CLI::CallForHelp &) {
+    std::cout << app.help();
+    exitCode = 0;
+    return false;
+  } catch (const CLI::CallForVersion &) {
+    std::cout << tool << " " << kVersion << "\n";
+    exitCode = 0;
+    return false;
+  } catch (const CLI::ParseError &e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << "\n(" << app.get_name() << " --help lists the options)\n";
+    exitCode = 2;
+    return false;
+  }
+  for (auto &[name, opt] : options) {
+    if (opt->count() == 0) continue;
+    cl.flags.push_back({name, opt->get_expected_min() == 0 ? std::string() : opt->results().back()});
+  }
+  cl.positionals = positionals;
   return true;
 }
 

@@ -15,17 +15,19 @@ struct CommandLine {
   bool has(const std::string &name) const;
   std::string get(const std::string &name, const std::string &fallback = "") const;
   long long getInt(const std::string &name, long long fallback) const;
-  double getDouble(const std::string &name, double fallback) const;  // exits 2 on a non-number
+  double getDouble(const std::string &name, double fallback) const;
   // Names of flags not in `known`, for "unknown option" errors.
   std::vector<std::string> unknown(const std::vector<std::string> &known) const;
 };
 
-// Flags that never take a value (so `--flag positional` is not misread).
-bool isSwitch(const std::string &name);
+constexpr const char *kVersion = "0.4 (artifact format 2)";
 
-// Parses argv[first..]: `-o x`, `--name=value`, `--name value` (isSwitch names take none),
-// positionals. False after printing an error.
-bool parseCommandLine(const char *tool, int argc, char **argv, int first, CommandLine &cl);
+bool isCommand(const std::string &command);
+// Parses argv[first..] with `command`'s declared options (CommandLine.cpp): `-o x`, `--name=value`,
+// `--name value`, positionals. Unknown options and malformed numbers are errors. False when the
+// command must not run: after --help / --version (exitCode 0) or an error (printed, exitCode 2).
+bool parseCommandLine(const std::string &tool, const std::string &command, int argc, char **argv, int first,
+                      CommandLine &cl, int &exitCode);
 
 int runCommand(const CommandLine &cl);
 int trainCommand(const CommandLine &cl);

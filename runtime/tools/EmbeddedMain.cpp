@@ -69,7 +69,8 @@ int main(int argc, char **argv) {
     }
   }
   tfmc::CommandLine cl;
-  if (!tfmc::parseCommandLine(argv[0], argc, argv, 1, cl)) return 2;
+  int exitCode = 0;
+  if (!tfmc::parseCommandLine(argv[0], "translate", argc, argv, 1, cl, exitCode)) return exitCode;
   if (!cl.positionals.empty()) {
     std::fprintf(stderr, "%s: error: unexpected argument '%s' (the model is built in; see --help)\n", argv[0],
                  cl.positionals[0].c_str());
