@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include "lower/PositionTable.h"
+#include "tfmrt/model_info.h"
 #include "tfm/TfmDialect.h"
 
 using namespace mlir;
@@ -253,38 +254,34 @@ private:
 
 void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
   const ModelSection &m = spec.model;
-  auto &md = artifact.metadata;
-  auto num = [](double v) {
-    std::string s;
-    llvm::raw_string_ostream(s) << v;
-    return s;
-  };
-  md["spec.path"] = spec.path;
-  md["model.d_model"] = std::to_string(m.d_model);
-  md["model.heads"] = std::to_string(m.heads);
-  md["model.d_ff"] = std::to_string(m.d_ff);
-  md["model.encoder_layers"] = std::to_string(m.encoder_layers);
-  md["model.decoder_layers"] = std::to_string(m.decoder_layers);
-  md["model.src_vocab_size"] = std::to_string(m.src_vocab_size);
-  md["model.tgt_vocab_size"] = std::to_string(m.tgt_vocab_size);
-  md["model.max_len"] = std::to_string(m.max_len);
-  md["model.pad_id"] = std::to_string(m.pad_id);
-  md["model.bos_id"] = std::to_string(m.bos_id);
-  md["model.eos_id"] = std::to_string(m.eos_id);
-  md["model.positions"] = m.positions == PositionKind::Sinusoidal ? "sinusoidal" : "learned";
-  md["model.norm"] = m.norm == NormPlacement::Post ? "post" : "pre";
-  md["model.activation"] = m.activation == Activation::ReLU ? "relu" : "gelu";
-  md["training.label_smoothing"] = num(spec.training.label_smoothing);
-  md["training.batch_tokens"] = std::to_string(spec.training.batch_tokens);
-  md["training.max_steps"] = std::to_string(spec.training.max_steps);
-  md["training.seed"] = std::to_string(spec.training.seed);
-  md["decoding.beam_size"] = std::to_string(spec.decoding.beam_size);
-  md["decoding.length_penalty"] = num(spec.decoding.length_penalty);
-  md["decoding.max_length_ratio"] = num(spec.decoding.max_length_ratio);
-  md["decoding.max_length_offset"] = std::to_string(spec.decoding.max_length_offset);
-  md["compile.batch"] = std::to_string(spec.compile.batch);
-  md["compile.src_len"] = std::to_string(spec.compile.src_len);
-  md["compile.tgt_len"] = std::to_string(spec.compile.tgt_len);
+  tfmrt::ModelInfo info;
+  info.specPath = spec.path;
+  info.dModel = m.d_model;
+  info.heads = m.heads;
+  info.dFF = m.d_ff;
+  info.encoderLayers = m.encoder_layers;
+  info.decoderLayers = m.decoder_layers;
+  info.srcVocabSize = m.src_vocab_size;
+  info.tgtVocabSize = m.tgt_vocab_size;
+  info.maxLen = m.max_len;
+  info.padId = m.pad_id;
+  info.bosId = m.bos_id;
+  info.eosId = m.eos_id;
+  info.positions = m.positions == PositionKind::Sinusoidal ? "sinusoidal" : "learned";
+  info.norm = m.norm == NormPlacement::Post ? "post" : "pre";
+  info.activation = m.activation == Activation::ReLU ? "relu" : "gelu";
+  info.labelSmoothing = spec.training.label_smoothing;
+  info.batchTokens = spec.training.batch_tokens;
+  info.maxSteps = spec.training.max_steps;
+  info.seed = spec.training.seed;
+  info.beamSize = spec.decoding.beam_size;
+  info.lengthPenalty = spec.decoding.length_penalty;
+  info.maxLengthRatio = spec.decoding.max_length_ratio;
+  info.maxLengthOffset = spec.decoding.max_length_offset;
+  info.compileBatch = spec.compile.batch;
+  info.compileSrcLen = spec.compile.src_len;
+  info.compileTgtLen = spec.compile.tgt_len;
+  for (auto &[key, value] : tfmrt::toMetadata(info)) artifact.metadata[key] = value;
 }
 
 }  // namespace

@@ -16,19 +16,13 @@
 
 namespace tfmc {
 
-int64_t metaInt(const tfmrt::Artifact &a, const std::string &key, int64_t fallback) {
-  auto it = a.metadata.find(key);
-  return it == a.metadata.end() ? fallback : std::stoll(it->second);
-}
 
 // A padded batch with varied lengths, so padding masks are exercised: row b keeps
 // max(2, len - 3b mod len/2) tokens. Ids avoid pad/bos/eos.
-void makeSampleBatch(const tfmrt::Artifact &a, int64_t batch, int64_t srcLen, int64_t tgtLen,
+void makeSampleBatch(const tfmrt::ModelInfo &info, int64_t batch, int64_t srcLen, int64_t tgtLen,
                      uint64_t seed, std::vector<tfmrt::Tensor> &inputs) {
-  const int64_t pad = metaInt(a, "model.pad_id", 0), bos = metaInt(a, "model.bos_id", 1),
-                eos = metaInt(a, "model.eos_id", 2);
-  const int64_t srcVocab = metaInt(a, "model.src_vocab_size", 8),
-                tgtVocab = metaInt(a, "model.tgt_vocab_size", 8);
+  const int64_t pad = info.padId, bos = info.bosId, eos = info.eosId;
+  const int64_t srcVocab = info.srcVocabSize, tgtVocab = info.tgtVocabSize;
   SampleIds srcIds(srcVocab, pad, bos, eos, seed), tgtIds(tgtVocab, pad, bos, eos, seed + 1);
   auto rowLen = [](int64_t len, int64_t b) {
     return std::max<int64_t>(std::min<int64_t>(2, len), len - (3 * b) % (len / 2 + 1));
@@ -119,10 +113,12 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
       inputs.push_back(it->second);
     }
   } else {
-    int64_t batch = rs.batch > 0 ? rs.batch : metaInt(a, "compile.batch", 8);
-    int64_t srcLen = rs.srcLen > 0 ? rs.srcLen : metaInt(a, "compile.src_len", 16);
-    int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : metaInt(a, "compile.tgt_len", 16);
-    makeSampleBatch(a, batch, srcLen, tgtLen, rs.seed, inputs);
+    tfmrt::ModelInfo info;
+    if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail(cmd, s);
+    int64_t batch = rs.batch > 0 ? rs.batch : info.compileBatch;
+    int64_t srcLen = rs.srcLen > 0 ? rs.srcLen : info.compileSrcLen;
+    int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : info.compileTgtLen;
+    makeSampleBatch(info, batch, srcLen, tgtLen, rs.seed, inputs);
   }
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
@@ -249,6 +245,8 @@ int inspectCommand(const CommandLine &cl) {
   }
   tfmrt::Artifact a;
   if (auto s = tfmrt::readArtifactFile(cl.positionals[0], a); !s.ok()) return fail("inspect", s);
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("inspect", s);
   std::printf("artifact %s: model '%s', format version %u\n", cl.positionals[0].c_str(),
               a.modelName.c_str(), a.formatVersion);
   for (const auto &[k, v] : a.metadata) std::printf("  %s = %s\n", k.c_str(), v.c_str());

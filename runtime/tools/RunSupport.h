@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "Commands.h"
+#include "tfmrt/model_info.h"
 #include "tfmrt/runtime.h"
 
 namespace tfmc {
@@ -20,7 +21,6 @@ struct RunSettings {
   bool profile = false;
 };
 
-int64_t metaInt(const tfmrt::Artifact &a, const std::string &key, int64_t fallback);
 std::string loadAverage();
 std::string shapeString(const std::vector<int64_t> &shape);
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).

@@ -32,16 +32,19 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
   }
   std::unique_ptr<tfmdata::Tokenizer> tok;
   if (auto s = tfmdata::Tokenizer::load(tokPath, tok); !s.ok()) return fail("train", s);
-  for (const char *key : {"model.src_vocab_size", "model.tgt_vocab_size"})
-    if (metaInt(a, key, -1) != tok->vocabSize()) {
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
+  for (auto [key, size] : {std::pair<const char *, int64_t>{"model.src_vocab_size", info.srcVocabSize},
+                           {"model.tgt_vocab_size", info.tgtVocabSize}})
+    if (size != tok->vocabSize()) {
       std::cerr << "tfmc train: error: tokenizer '" << tokPath << "' has " << tok->vocabSize() << " pieces but the model's "
-                << key << " is " << metaInt(a, key, -1) << "\n";
+                << key << " is " << size << "\n";
       return 1;
     }
   tfmdata::BatcherOptions options;
-  options.batchTokens = cl.getInt("batch-tokens", metaInt(a, "training.batch_tokens", 4096));
-  options.maxLen = metaInt(a, "model.max_len", 128);
-  options.seed = uint64_t(metaInt(a, "training.seed", 1));
+  options.batchTokens = cl.getInt("batch-tokens", info.batchTokens);
+  options.maxLen = info.maxLen;
+  options.seed = uint64_t(info.seed);
   auto build = [&](const std::string &split, tfmdata::Batcher &out) -> int {
     tfmdata::ParallelCorpus corpus;
     if (auto s = tfmdata::readParallel(dir, split, srcLang, tgtLang, corpus); !s.ok()) return fail("train", s);

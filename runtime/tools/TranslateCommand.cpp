@@ -246,22 +246,17 @@ int translateCommand(const CommandLine &cl) {
     return 1;
   }
 
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("translate", s);
   tfmdata::SearchOptions search;
-  search.beam = int(cl.getInt("beam", metaInt(a, "decoding.beam_size", 4)));
-  auto metaDouble = [&](const char *key, double fallback) {
-    auto it = a.metadata.find(key);
-    if (it == a.metadata.end()) return fallback;
-    char *end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    return *end == '\0' ? v : fallback;
-  };
-  search.lengthPenalty = cl.getDouble("length-penalty", metaDouble("decoding.length_penalty", 0.6));
-  search.maxLengthRatio = metaDouble("decoding.max_length_ratio", 1.5);
-  search.maxLengthOffset = metaInt(a, "decoding.max_length_offset", 10);
-  search.maxLen = metaInt(a, "model.max_len", 128);
-  search.pad = int32_t(metaInt(a, "model.pad_id", 0));
-  search.bos = int32_t(metaInt(a, "model.bos_id", 1));
-  search.eos = int32_t(metaInt(a, "model.eos_id", 2));
+  search.beam = int(cl.getInt("beam", info.beamSize));
+  search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
+  search.maxLengthRatio = info.maxLengthRatio;
+  search.maxLengthOffset = info.maxLengthOffset;
+  search.maxLen = info.maxLen;
+  search.pad = int32_t(info.padId);
+  search.bos = int32_t(info.bosId);
+  search.eos = int32_t(info.eosId);
   search.useCache = !cl.has("no-cache");
   search.nBest = job.nBest;
   search.sample = cl.has("sample");
@@ -286,9 +281,9 @@ int translateCommand(const CommandLine &cl) {
   }
   std::unique_ptr<tfmdata::Tokenizer> tok;
   if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
-  if (metaInt(a, "model.src_vocab_size", -1) != tok->vocabSize()) {
+  if (info.srcVocabSize != tok->vocabSize()) {
     std::cerr << "tfmc translate: error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
-              << metaInt(a, "model.src_vocab_size", -1) << "\n";
+              << info.srcVocabSize << "\n";
     return 1;
   }
   job.tok = tok.get();

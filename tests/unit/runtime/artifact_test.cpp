@@ -5,6 +5,7 @@
 #include "artifact_internal.h"
 #include "crc32.h"
 #include "test_util.h"
+#include "tfmrt/model_info.h"
 
 namespace tfmrt::test {
 namespace {
@@ -328,3 +329,37 @@ TEST(Artifact, RandomCorruptionNeverCrashes) {
 
 }  // namespace
 }  // namespace tfmrt::test
+
+namespace tfmrt {
+namespace {
+
+TEST(ModelInfo, RoundTripsThroughMetadataAndRefusesBadValuesByKey) {
+  ModelInfo info;
+  info.srcVocabSize = 8000;
+  info.eosId = 5;
+  info.lengthPenalty = 1.25;
+  info.activation = "gelu";
+  Artifact a;
+  a.metadata = toMetadata(info);
+  ModelInfo back;
+  ASSERT_TRUE(readModelInfo(a, back).ok());
+  EXPECT_EQ(back.srcVocabSize, 8000);
+  EXPECT_EQ(back.eosId, 5);
+  EXPECT_EQ(back.lengthPenalty, 1.25);
+  EXPECT_EQ(back.activation, "gelu");
+  a.metadata["model.pad_id"] = "zero";
+  Status s = readModelInfo(a, back);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'model.pad_id' = 'zero': not an integer"), std::string::npos) << s.message();
+  a.metadata["model.pad_id"] = "0";
+  a.metadata["decoding.beam_size"] = "0";
+  s = readModelInfo(a, back);
+  EXPECT_NE(s.message().find("'decoding.beam_size' = '0': must be >= 1"), std::string::npos) << s.message();
+  a.metadata.clear();  // a hand-built artifact: the documented defaults
+  ASSERT_TRUE(readModelInfo(a, back).ok());
+  EXPECT_EQ(back.beamSize, 4);
+  EXPECT_EQ(back.maxLen, 128);
+}
+
+}  // namespace
+}  // namespace tfmrt

@@ -1,0 +1,38 @@
+// The model facts an artifact carries for the tools (vocabulary, special ids, decoding and
+// training defaults), typed. The compiler fills a ModelInfo from the spec and stores it as the
+// artifact's metadata (toMetadata); tools read it back once (readModelInfo), every key checked.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "tfmrt/artifact.h"
+#include "tfmrt/status.h"
+
+namespace tfmrt {
+
+struct ModelInfo {
+  std::string specPath;
+  // model
+  int64_t dModel = 0, heads = 0, dFF = 0, encoderLayers = 0, decoderLayers = 0;
+  int64_t srcVocabSize = 8, tgtVocabSize = 8, maxLen = 128;
+  int64_t padId = 0, bosId = 1, eosId = 2;
+  std::string positions = "sinusoidal", norm = "post", activation = "relu";
+  // training
+  double labelSmoothing = 0.1;
+  int64_t batchTokens = 4096, maxSteps = 0, seed = 1;
+  // decoding
+  int64_t beamSize = 4;
+  double lengthPenalty = 0.6, maxLengthRatio = 1.5;
+  int64_t maxLengthOffset = 10;
+  // the shapes `compile:` plans memory for (and tfmc run's sample batch)
+  int64_t compileBatch = 8, compileSrcLen = 16, compileTgtLen = 16;
+};
+
+std::map<std::string, std::string> toMetadata(const ModelInfo &info);
+// Every known key parsed and range-checked; absent keys keep the defaults above (artifacts built
+// by hand carry none). The error names the key and its value.
+Status readModelInfo(const Artifact &artifact, ModelInfo &info);
+
+}  // namespace tfmrt
