@@ -1,6 +1,7 @@
 #include "tfm/TfmDialect.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;

@@ -24,19 +24,23 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 
 defvar Tfm_MaxRank = 8;  // tfm::rules::kMaxRank
 
-// A ranked tensor of `elt` whose rank is in [minRank, maxRank].
-class Tfm_Tensor<Type elt, string dtype, int minRank, int maxRank>
-    : RankedTensorOf<[elt], [CPred<"::llvm::cast<::mlir::ShapedType>($_self).getRank() >= " # minRank #
+// A ranked tensor of one of `elts` (named in `dtypes`, "|"-separated, as tfm::rules::ElementType)
+// whose rank is in [minRank, maxRank].
+class Tfm_Tensor<list<Type> elts, string dtypes, int minRank, int maxRank>
+    : RankedTensorOf<elts, [CPred<"::llvm::cast<::mlir::ShapedType>($_self).getRank() >= " # minRank #
                                    " && ::llvm::cast<::mlir::ShapedType>($_self).getRank() <= " # maxRank>],
                      !if(!eq(minRank, maxRank), "rank " # minRank, "rank " # minRank # ".." # maxRank) #
                      " tensor"> {
-  string tfmDtype = dtype;
+  string tfmDtype = dtypes;
   int tfmMinRank = minRank;
   int tfmMaxRank = maxRank;
 }
-class Tfm_F32<int minRank, int maxRank = minRank> : Tfm_Tensor<F32, "F32", minRank, maxRank>;
-class Tfm_I32<int minRank, int maxRank = minRank> : Tfm_Tensor<I32, "I32", minRank, maxRank>;
-class Tfm_Bool<int minRank, int maxRank = minRank> : Tfm_Tensor<I1, "Bool", minRank, maxRank>;
+class Tfm_F32<int minRank, int maxRank = minRank> : Tfm_Tensor<[F32], "F32", minRank, maxRank>;
+class Tfm_I32<int minRank, int maxRank = minRank> : Tfm_Tensor<[I32], "I32", minRank, maxRank>;
+class Tfm_Bool<int minRank, int maxRank = minRank> : Tfm_Tensor<[I1], "Bool", minRank, maxRank>;
+// A GEMM operand: f32, or bf16 (products accumulated and returned in f32).
+class Tfm_GemmOperand<int minRank, int maxRank = minRank>
+    : Tfm_Tensor<[F32, BF16], "F32|BF16", minRank, maxRank>;
 
 // An i64 attribute in [lo, hi]; bounds are C++ double expressions (e.g. "::tfm::rules::kInf").
 class Tfm_IntIn<string lo, string hi>

@@ -123,26 +123,26 @@ def Tfm_LayerNormOp : Tfm_ExecOp<"layer_norm", "layerNorm", [Pure]> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Tfm_MatmulOp : Tfm_ExecOp<"matmul", "matmul", [Pure]> {
+def Tfm_MatmulOp : Tfm_ExecOp<"matmul", "matmul", [Pure, AllElementTypesMatch<["lhs", "rhs"]>]> {
   let summary = "a [..., M, K] x b [K, N] (b [N, K] when transpose_b) -> [..., M, N]";
   let description = [{
     A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
     by `bias_add`. Leading dimensions of `a` are flattened into M.
   }];
-  let arguments = (ins Tfm_F32<2, Tfm_MaxRank>:$lhs, Tfm_F32<2>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+  let arguments = (ins Tfm_GemmOperand<2, Tfm_MaxRank>:$lhs, Tfm_GemmOperand<2>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
                        DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Tfm_BatchMatmulOp : Tfm_ExecOp<"batch_matmul", "batchMatmul", [Pure]> {
+def Tfm_BatchMatmulOp : Tfm_ExecOp<"batch_matmul", "batchMatmul", [Pure, AllElementTypesMatch<["lhs", "rhs"]>]> {
   let summary = "Per-(batch, head) matmul: [B, H, M, K] x [B, H, K, N] -> [B, H, M, N]";
   let description = [{
     `transpose_a` reads lhs as [B, H, K, M], `transpose_b` reads rhs as [B, H, N, K] (both through
     strides, no copy). The importer uses transpose_b (Q K^T); autodiff adds transpose_a (K and V
     gradients).
   }];
-  let arguments = (ins Tfm_F32<4>:$lhs, Tfm_F32<4>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
+  let arguments = (ins Tfm_GemmOperand<4>:$lhs, Tfm_GemmOperand<4>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_a);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";

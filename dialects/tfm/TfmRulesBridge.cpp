@@ -83,13 +83,18 @@ std::string applyRules(const rules::OpRule &rule, TypeRange operandTypes,
   std::string err = rules::checkOperandCount(rule, operandTypes.size());
   if (!err.empty()) return err;
   std::vector<const rules::Dims *> ptrs;
+  std::vector<rules::ElementType> elementTypes;
   for (auto [i, type] : llvm::enumerate(operandTypes)) {
     const rules::OperandRule &o = rules::operandRule(rule, i);
     auto ranked = dyn_cast<RankedTensorType>(type);
     const std::string what = "operand #" + std::to_string(i) + " (" + o.name + ")";
     if (!ranked) return what + " must be a ranked tensor";
-    if (ranked.getElementType() != elementType(type.getContext(), o.type))
-      return what + " must have element type " + rules::elementTypeName(o.type);
+    std::optional<rules::ElementType> et;
+    for (rules::ElementType t : {rules::ElementType::F32, rules::ElementType::I32, rules::ElementType::Bool,
+                                 rules::ElementType::BF16})
+      if (ranked.getElementType() == elementType(type.getContext(), t)) et = t;
+    if (!et || !o.allows(*et)) return what + " must have element type " + rules::elementTypesName(o.types);
+    elementTypes.push_back(*et);
     if (ranked.getRank() < o.minRank || ranked.getRank() > o.maxRank)
       return what + " must have rank " +
              (o.minRank == o.maxRank ? std::to_string(o.minRank)
@@ -98,6 +103,8 @@ std::string applyRules(const rules::OpRule &rule, TypeRange operandTypes,
     dims.push_back(toDims(ranked.getShape()));
     ptrs.push_back(&dims.back());
   }
+  err = rules::checkSameElementType(rule, elementTypes);
+  if (!err.empty()) return err;
   for (const rules::AttrRule &a : rule.attrs) {
     Attribute attr = lookup(a.name);
     if (!attr) {

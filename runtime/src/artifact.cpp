@@ -199,7 +199,7 @@ bool readIds(Reader &r, std::vector<uint32_t> &ids, const char *what) {
 bool readDType(Reader &r, DType &t, const char *what) {
   uint8_t v;
   if (!r.u8(v, what)) return false;
-  if (v > uint8_t(DType::Bool)) return r.fail(cat(what, ": unknown dtype code ", int(v)));
+  if (v > uint8_t(DType::BF16)) return r.fail(cat(what, ": unknown dtype code ", int(v)));
   t = DType(v);
   return true;
 }
@@ -304,6 +304,7 @@ size_t dtypeSize(DType t) {
   case DType::F32: return 4;
   case DType::I32: return 4;
   case DType::Bool: return 1;
+  case DType::BF16: return 2;
   }
   return 0;
 }
@@ -313,6 +314,7 @@ const char *dtypeName(DType t) {
   case DType::F32: return "f32";
   case DType::I32: return "i32";
   case DType::Bool: return "bool";
+  case DType::BF16: return "bf16";
   }
   return "unknown";
 }

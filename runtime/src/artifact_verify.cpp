@@ -72,7 +72,7 @@ Status validateFunction(const Artifact &a, const EntryFunction &fn) {
     default:
       return invalidArgument(cat(vw, ": unknown value kind ", int(info.kind)));
     }
-    if (uint8_t(info.dtype) > uint8_t(DType::Bool)) return invalidArgument(cat(vw, ": unknown dtype ", int(info.dtype)));
+    if (uint8_t(info.dtype) > uint8_t(DType::BF16)) return invalidArgument(cat(vw, ": unknown dtype ", int(info.dtype)));
   }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     uint32_t id = fn.inputs[i];
@@ -143,7 +143,7 @@ Status validateArtifact(const Artifact &a) {
   for (size_t i = 0; i < a.constants.size(); ++i) {
     const Constant &c = a.constants[i];
     std::string what = cat("constant ", i, " ('", c.name, "')");
-    if (uint8_t(c.dtype) > uint8_t(DType::Bool)) return invalidArgument(cat(what, ": unknown dtype ", int(c.dtype)));
+    if (uint8_t(c.dtype) > uint8_t(DType::BF16)) return invalidArgument(cat(what, ": unknown dtype ", int(c.dtype)));
     int64_t numel;
     TFMRT_RETURN_IF_ERROR(checkStaticShape(c.shape, what, numel));
     uint64_t expected = uint64_t(numel) * dtypeSize(c.dtype);

@@ -25,9 +25,16 @@ DType toDType(rules::ElementType t) {
   case rules::ElementType::F32: return DType::F32;
   case rules::ElementType::I32: return DType::I32;
   case rules::ElementType::Bool: return DType::Bool;
-  case rules::ElementType::BF16: break;
+  case rules::ElementType::BF16: return DType::BF16;
   }
   return DType::F32;
+}
+
+std::vector<DType> operandDTypes(const rules::OperandRule &operand) {
+  std::vector<DType> out;
+  for (DType t : {DType::F32, DType::I32, DType::Bool, DType::BF16})
+    if (operand.allows(rules::ElementType(uint8_t(t)))) out.push_back(t);
+  return out;
 }
 
 const std::vector<OpSchema> &opSchemas() { return rules::allOps(); }
@@ -40,19 +47,25 @@ Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
   std::string err = rules::checkOperandCount(*s, node.inputs.size());
   if (!err.empty()) return invalidArgument(err);
   if (node.outputs.size() != 1) return invalidArgument(cat("expects 1 result, got ", node.outputs.size()));
+  std::vector<rules::ElementType> elementTypes;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const rules::OperandRule &spec = rules::operandRule(*s, i);
     const ValueInfo &v = fn.values[node.inputs[i]];
     const int rank = int(v.shape.size());
-    if (v.dtype != toDType(spec.type))
+    // DType and rules::ElementType share their codes (static_assert in shape_inference.cpp).
+    const auto et = rules::ElementType(uint8_t(v.dtype));
+    if (!spec.allows(et))
       return invalidArgument(cat("operand #", i, " (", spec.name, ", value '", v.name, "') must be ",
-                                 dtypeName(toDType(spec.type)), ", got ", dtypeName(v.dtype)));
+                                 rules::elementTypesName(spec.types), ", got ", dtypeName(v.dtype)));
+    elementTypes.push_back(et);
     if (rank < spec.minRank || rank > spec.maxRank) {
       std::string want = spec.minRank == spec.maxRank ? cat(spec.minRank) : cat(spec.minRank, "..", spec.maxRank);
       return invalidArgument(cat("operand #", i, " (", spec.name, ", value '", v.name, "') must have rank ", want,
                                  ", got ", shapeStr(v.shape)));
     }
   }
+  err = rules::checkSameElementType(*s, elementTypes);
+  if (!err.empty()) return invalidArgument(err);
   const ValueInfo &r = fn.values[node.outputs[0]];
   if (r.dtype != toDType(s->resultType))
     return invalidArgument(cat("result '", r.name, "' must be ", dtypeName(toDType(s->resultType)), ", got ", dtypeName(r.dtype)));

@@ -19,6 +19,8 @@ using OpSchema = tfm::rules::OpRule;
 const std::vector<OpSchema> &opSchemas();
 const OpSchema *findOpSchema(const std::string &op);
 DType toDType(tfm::rules::ElementType t);
+// The dtypes an operand accepts, in code order (kernels are keyed by their first operand's dtype).
+std::vector<DType> operandDTypes(const tfm::rules::OperandRule &operand);
 
 // Checks the node against its schema (op known, operand/result counts, dtypes and declared ranks,
 // attributes known, of the right kind, present if required, in range or among the allowed

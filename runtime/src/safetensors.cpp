@@ -27,6 +27,7 @@ bool fileDtype(const std::string &name, size_t &elemSize, DType &dtype) {
   if (name == "I32") { elemSize = 4; dtype = DType::I32; return true; }
   if (name == "I64") { elemSize = 8; dtype = DType::I32; return true; }
   if (name == "BOOL") { elemSize = 1; dtype = DType::Bool; return true; }
+  if (name == "BF16") { elemSize = 2; dtype = DType::BF16; return true; }
   return false;
 }
 
@@ -35,6 +36,7 @@ const char *safetensorsDtype(DType t) {
   case DType::F32: return "F32";
   case DType::I32: return "I32";
   case DType::Bool: return "BOOL";
+  case DType::BF16: return "BF16";
   }
   return "?";
 }
@@ -117,7 +119,7 @@ Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, Me
     size_t elemSize;
     DType dtype;
     if (!fileDtype(e.dtype, elemSize, dtype))
-      return invalidArgument(cat(where, ": unsupported dtype \"", e.dtype, "\" (supported: F32, I32, I64, BOOL)"));
+      return invalidArgument(cat(where, ": unsupported dtype \"", e.dtype, "\" (supported: F32, BF16, I32, I64, BOOL)"));
     int64_t numel;
     if (!checkedNumel(e.shape, kMaxElements, numel))
       return invalidArgument(cat(where, ": shape ", shapeStr(e.shape), " is too large"));

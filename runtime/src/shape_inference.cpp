@@ -7,6 +7,10 @@ namespace tfmrt {
 namespace rules = tfm::rules;
 static_assert(kDynamicDim == rules::kDynamic, "the runtime and the shape rules mark dynamic dims alike");
 static_assert(int(kMaxRank) == rules::kMaxRank, "the runtime and ODS agree on the largest rank");
+static_assert(uint8_t(DType::F32) == uint8_t(rules::ElementType::F32) && uint8_t(DType::I32) == uint8_t(rules::ElementType::I32) &&
+                  uint8_t(DType::Bool) == uint8_t(rules::ElementType::Bool) &&
+                  uint8_t(DType::BF16) == uint8_t(rules::ElementType::BF16),
+              "DType and rules::ElementType share their codes");
 
 namespace {
 

@@ -89,6 +89,11 @@ Tensor Tensor::i32(std::vector<int64_t> shape, const std::vector<int32_t> &value
 Tensor Tensor::boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values) {
   return make(DType::Bool, std::move(shape), values);
 }
+Tensor Tensor::bf16(std::vector<int64_t> shape, const std::vector<float> &values) {
+  std::vector<uint16_t> halves(values.size());
+  for (size_t i = 0; i < values.size(); ++i) halves[i] = floatToBf16(values[i]);
+  return make(DType::BF16, std::move(shape), halves);
+}
 
 int64_t Tensor::numel() const {
   int64_t n;

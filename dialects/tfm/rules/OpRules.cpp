@@ -29,6 +29,30 @@ const char *elementTypeName(ElementType t) {
   return "?";
 }
 
+std::string elementTypesName(uint32_t types) {
+  std::string out;
+  for (ElementType t : {ElementType::F32, ElementType::BF16, ElementType::I32, ElementType::Bool})
+    if (types & elementBit(t)) out += (out.empty() ? "" : " or ") + std::string(elementTypeName(t));
+  return out;
+}
+
+std::string checkSameElementType(const OpRule &op, const std::vector<ElementType> &operandTypes) {
+  const ElementType *first = nullptr;
+  const char *firstName = nullptr;
+  for (const char *name : op.sameElementType)
+    for (size_t i = 0; i < op.operands.size() && i < operandTypes.size(); ++i) {
+      if (std::string_view(op.operands[i].name) != name) continue;
+      if (!first) {
+        first = &operandTypes[i];
+        firstName = name;
+      } else if (operandTypes[i] != *first) {
+        return std::string("operands '") + firstName + "' and '" + name + "' must have the same element type, got " +
+               elementTypeName(*first) + " and " + elementTypeName(operandTypes[i]);
+      }
+    }
+  return "";
+}
+
 const char *attrKindName(AttrKind k) {
   switch (k) {
   case AttrKind::Int: return "Int";

@@ -25,6 +25,9 @@ using Dims = std::vector<int64_t>;
 // Element types of tfm tensors. Values are stable: they are stored in artifacts.
 enum class ElementType : uint8_t { F32 = 0, I32 = 1, Bool = 2, BF16 = 3 };
 const char *elementTypeName(ElementType t);
+// Sets of element types an operand accepts, as bit masks.
+constexpr uint32_t elementBit(ElementType t) { return 1u << unsigned(t); }
+std::string elementTypesName(uint32_t types);  // "f32", "f32 or bf16"
 
 enum class AttrKind : uint8_t { Int = 0, Float = 1, String = 2 };
 const char *attrKindName(AttrKind k);
@@ -35,10 +38,11 @@ enum class Arity : uint8_t { One, Optional, Variadic };
 
 struct OperandRule {
   const char *name;
-  ElementType type;
+  uint32_t types;  // elementBit()s
   int minRank;
   int maxRank;  // inclusive
   Arity arity;
+  bool allows(ElementType t) const { return (types & elementBit(t)) != 0; }
 };
 
 struct AttrRule {
@@ -73,7 +77,14 @@ struct OpRule {
   std::vector<AttrRule> attrs;
   ShapeRule shape;
   const char *shapeRuleName;
+  // Operands that must share one element type (ODS's AllElementTypesMatch), e.g. a GEMM's two
+  // operands, both f32 or both bf16.
+  std::vector<const char *> sameElementType;
 };
+
+// "" if the operands named in op.sameElementType (given as their element types, in operand order)
+// agree.
+std::string checkSameElementType(const OpRule &op, const std::vector<ElementType> &operandTypes);
 
 // Every op the runtime executes, in TfmOps.td order.
 const std::vector<OpRule> &allOps();

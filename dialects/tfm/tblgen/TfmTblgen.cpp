@@ -35,11 +35,20 @@ const Record *typeDef(const Record &constraint) {
   return r;
 }
 
-std::string elementType(const Record &constraint, StringRef op, StringRef what) {
+// "F32|BF16" -> the C++ of the ElementType (result) or of its elementBit mask (operands).
+std::string elementTypes(const Record &constraint, StringRef op, StringRef what, bool mask) {
   const Record *t = typeDef(constraint);
   if (!t->getValue("tfmDtype"))
-    PrintFatalError(t->getLoc(), op + ": " + what + " must be a Tfm_Tensor (Tfm_F32, Tfm_I32, Tfm_Bool)");
-  return "ElementType::" + t->getValueAsString("tfmDtype").str();
+    PrintFatalError(t->getLoc(), op + ": " + what + " must be a Tfm_Tensor (Tfm_F32, Tfm_I32, Tfm_Bool, ...)");
+  SmallVector<StringRef> names;
+  t->getValueAsString("tfmDtype").split(names, '|');
+  if (!mask) {
+    if (names.size() != 1) PrintFatalError(t->getLoc(), op + ": " + what + " must have one element type");
+    return "ElementType::" + names[0].str();
+  }
+  std::string out;
+  for (StringRef n : names) out += (out.empty() ? "" : " | ") + ("elementBit(ElementType::" + n + ")").str();
+  return out;
 }
 
 // The attribute's numeric default as C++ text: ODS defaults are C++ expressions ("false", "0.0").
@@ -118,14 +127,14 @@ bool emitOpRules(raw_ostream &os, RecordKeeper &records) {
     for (int i = 0; i < op.getNumOperands(); ++i) {
       const auto &operand = op.getOperand(i);
       const Record *t = typeDef(operand.constraint.getDef());
-      std::string type = elementType(operand.constraint.getDef(), name, "operand '" + operand.name.str() + "'");
+      std::string type = elementTypes(operand.constraint.getDef(), name, "operand '" + operand.name.str() + "'", true);
       const char *arity = operand.isOptional() ? "Arity::Optional" : operand.isVariadic() ? "Arity::Variadic" : "Arity::One";
       if (operand.isVariableLength() && i + 1 != op.getNumOperands())
         PrintFatalError(op.getLoc(), name + ": only the last operand may be Optional or Variadic");
       os << (i ? ", " : "") << "{\"" << operand.name << "\", " << type << ", " << t->getValueAsInt("tfmMinRank") << ", "
          << t->getValueAsInt("tfmMaxRank") << ", " << arity << "}";
     }
-    os << "},\n     " << elementType(op.getResult(0).constraint.getDef(), name, "the result") << ",\n     {";
+    os << "},\n     " << elementTypes(op.getResult(0).constraint.getDef(), name, "the result", false) << ",\n     {";
     bool first = true;
     for (const auto &named : op.getAttributes()) {
       if (named.attr.isDerivedAttr()) continue;
@@ -133,7 +142,16 @@ bool emitOpRules(raw_ostream &os, RecordKeeper &records) {
       first = false;
     }
     const std::string rule = op.getDef().getValueAsString("shapeRule").str();
-    os << "},\n     &shape::" << rule << ", \"" << rule << "\"},\n";
+    os << "},\n     &shape::" << rule << ", \"" << rule << "\", {";
+    // AllElementTypesMatch<[...]> among the op's traits: operands that share an element type.
+    bool firstSame = true;
+    for (Record *trait : def->getValueAsListOfDefs("traits"))
+      if (trait->isSubClassOf("AllElementTypesMatch"))
+        for (StringRef operand : trait->getValueAsListOfStrings("values")) {
+          os << (firstSame ? "" : ", ") << "\"" << operand << "\"";
+          firstSame = false;
+        }
+    os << "}},\n";
   }
   os << "  };\n}\n";
   return false;

@@ -25,7 +25,10 @@ constexpr uint32_t kArtifactFormatVersion = 2;
 constexpr int64_t kDynamicDim = -1;  // a batch or sequence-length dimension bound at run time
 constexpr uint32_t kMaxRank = 8;     // larger ranks are rejected as corrupt
 
-enum class DType : uint8_t { F32 = 0, I32 = 1, Bool = 2 /* one byte per element */ };
+// Element types; the codes are stored in artifacts (tfm::rules::ElementType uses the same ones).
+// BF16 is bfloat16 (the upper half of an f32), the operand type of bf16 GEMMs; room is left for
+// f16 and int8.
+enum class DType : uint8_t { F32 = 0, I32 = 1, Bool = 2 /* one byte per element */, BF16 = 3 };
 size_t dtypeSize(DType t);
 const char *dtypeName(DType t);
 

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -30,6 +31,8 @@ struct Tensor {
   static Tensor f32(std::vector<int64_t> shape, const std::vector<float> &values = {});
   static Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values = {});
   static Tensor boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values = {});
+  // bf16 from f32 values, each rounded to the nearest bf16 (ties to even).
+  static Tensor bf16(std::vector<int64_t> shape, const std::vector<float> &values = {});
 
   int64_t numel() const;   // product of shape (1 for a scalar); -1 if a dim is negative or it overflows
   size_t nbytes() const;   // numel() * dtypeSize(dtype), 0 if numel() < 0
@@ -53,5 +56,21 @@ private:
   uint8_t *storage_ = nullptr;
   size_t capacity_ = 0;
 };
+
+// bfloat16 is the upper half of an f32: widening is exact; narrowing rounds to nearest, ties to
+// even (NaN stays NaN).
+inline float bf16ToFloat(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu)) return uint16_t((bits >> 16) | 0x40);  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
 
 }  // namespace tfmrt

@@ -121,14 +121,14 @@ func.func @layer_norm_epsilon(%x: tensor<?x8xf32>, %g: tensor<8xf32>, %b: tensor
 
 // -----
 func.func @matmul_lhs_rank(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
-  // expected-error @+1 {{operand #0 must be rank 2..8 tensor of 32-bit float values, but got 'tensor<8xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 2..8 tensor of 32-bit float or bfloat16 type values, but got 'tensor<8xf32>'}}
   %0 = tfm.matmul %a, %b : (tensor<8xf32>, tensor<8x4xf32>) -> tensor<4xf32>
   return
 }
 
 // -----
 func.func @matmul_rhs_rank(%a: tensor<?x8xf32>, %b: tensor<1x8x4xf32>) {
-  // expected-error @+1 {{operand #1 must be rank 2 tensor of 32-bit float values, but got 'tensor<1x8x4xf32>'}}
+  // expected-error @+1 {{operand #1 must be rank 2 tensor of 32-bit float or bfloat16 type values, but got 'tensor<1x8x4xf32>'}}
   %0 = tfm.matmul %a, %b : (tensor<?x8xf32>, tensor<1x8x4xf32>) -> tensor<?x4xf32>
   return
 }
@@ -149,7 +149,7 @@ func.func @matmul_result(%a: tensor<?x?x8xf32>, %w: tensor<8x4xf32>) {
 
 // -----
 func.func @batch_matmul_rank(%a: tensor<?x?x8xf32>, %b: tensor<?x2x?x4xf32>) {
-  // expected-error @+1 {{operand #0 must be rank 4 tensor of 32-bit float values, but got 'tensor<?x?x8xf32>'}}
+  // expected-error @+1 {{operand #0 must be rank 4 tensor of 32-bit float or bfloat16 type values, but got 'tensor<?x?x8xf32>'}}
   %0 = tfm.batch_matmul %a, %b : (tensor<?x?x8xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32>
   return
 }
@@ -649,5 +649,12 @@ func.func @add_position_at_length(%x: tensor<?x3x8xf32>, %s: tensor<i32>) {
   %pos = tfm.position_table {max_len = 16, dim = 8} : tensor<16x8xf32>
   // expected-error @+1 {{x must be [B, 1, D] for a table [L, D]: [?, 3, 8] vs [16, 8]}}
   %0 = tfm.add_position_at %x, %pos, %s : (tensor<?x3x8xf32>, tensor<16x8xf32>, tensor<i32>) -> tensor<?x3x8xf32>
+  return
+}
+
+// -----
+func.func @matmul_mixed_element_types(%a: tensor<2x4xf32>, %b: tensor<3x4xbf16>) {
+  // expected-error @+1 {{all of {lhs, rhs} have same element type}}
+  %0 = tfm.matmul %a, %b {transpose_b = true} : (tensor<2x4xf32>, tensor<3x4xbf16>) -> tensor<2x3xf32>
   return
 }

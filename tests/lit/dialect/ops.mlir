@@ -121,3 +121,13 @@ func.func @last_position(%x: tensor<?x?x8xf32>) -> tensor<?x1x8xf32> {
   %0 = tfm.last_position %x : (tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
   return %0 : tensor<?x1x8xf32>
 }
+
+// bf16 GEMM operands (f32 result): the open dtypes of the op table.
+// CHECK-LABEL: func.func @bf16_matmul
+// CHECK: tfm.matmul %{{.*}}, %{{.*}} {transpose_b = true} : (tensor<?x4xbf16>, tensor<3x4xbf16>) -> tensor<?x3xf32>
+// CHECK: tfm.batch_matmul %{{.*}}, %{{.*}} : (tensor<?x2x?x4xbf16>, tensor<?x2x4x?xbf16>) -> tensor<?x2x?x?xf32>
+func.func @bf16_matmul(%a: tensor<?x4xbf16>, %b: tensor<3x4xbf16>, %q: tensor<?x2x?x4xbf16>, %k: tensor<?x2x4x?xbf16>) {
+  %0 = tfm.matmul %a, %b {transpose_b = true} : (tensor<?x4xbf16>, tensor<3x4xbf16>) -> tensor<?x3xf32>
+  %1 = tfm.batch_matmul %q, %k : (tensor<?x2x?x4xbf16>, tensor<?x2x4x?xbf16>) -> tensor<?x2x?x?xf32>
+  return
+}

@@ -41,8 +41,10 @@ TEST(OpTable, EveryOdsOpTheRuntimeExecutesHasAnEntryAndAReferenceKernel) {
     for (mlir::StringAttr a : op.getAttributeNames()) odsAttrs.insert(a.str());
     for (const auto &a : rule->attrs) tableAttrs.insert(a.name);
     EXPECT_EQ(odsAttrs, tableAttrs) << name;
-    KernelKey key{name, toDType(rule->operands[0].type), Layout::Plain, KernelBackend::Reference};
-    EXPECT_NE(KernelRegistry::builtin().find(key), nullptr) << name << " has no reference kernel";
+    for (DType t : operandDTypes(rule->operands[0])) {
+      KernelKey key{name, t, Layout::Plain, KernelBackend::Reference};
+      EXPECT_NE(KernelRegistry::builtin().find(key), nullptr) << name << " has no " << dtypeName(t) << " reference kernel";
+    }
   }
   EXPECT_EQ(executed, tfm::rules::allOps().size());
   EXPECT_EQ(executed, 41u);
@@ -138,6 +140,29 @@ std::vector<Case> cases() {
        "  %0 = tfm.split_heads %x {heads = 2 : i64} : (tensor<?x?x?xf32>) -> tensor<?x2x?x?xf32>\n  return\n}\n",
        [=] { return oneNode("tfm.split_heads", {{F, {kDyn, kDyn, kDyn}}}, {kDyn, 2, kDyn, kDyn}, {{"heads", i64(2)}}); }, true,
        "", ""},
+      // Open dtypes: GEMM operands are f32 or bf16 (f32 result), both of one type.
+      {"matmul bf16 operands",
+       "func.func @f(%a: tensor<2x4xbf16>, %b: tensor<3x4xbf16>) {\n"
+       "  %0 = tfm.matmul %a, %b {transpose_b = true} : (tensor<2x4xbf16>, tensor<3x4xbf16>) -> tensor<2x3xf32>\n"
+       "  return\n}\n",
+       [=] {
+         return oneNode("tfm.matmul", {{DType::BF16, {2, 4}}, {DType::BF16, {3, 4}}}, {2, 3}, {{"transpose_b", i64(1)}});
+       },
+       true, "", ""},
+      {"matmul f32 x bf16",
+       "func.func @f(%a: tensor<2x4xf32>, %b: tensor<3x4xbf16>) {\n"
+       "  %0 = tfm.matmul %a, %b {transpose_b = true} : (tensor<2x4xf32>, tensor<3x4xbf16>) -> tensor<2x3xf32>\n"
+       "  return\n}\n",
+       [=] {
+         return oneNode("tfm.matmul", {{F, {2, 4}}, {DType::BF16, {3, 4}}}, {2, 3}, {{"transpose_b", i64(1)}});
+       },
+       false, "same element type", "operands 'lhs' and 'rhs' must have the same element type, got f32 and bf16"},
+      {"layer_norm bf16 input",
+       "func.func @f(%x: tensor<2x4xbf16>, %g: tensor<4xf32>, %b: tensor<4xf32>) {\n"
+       "  %0 = tfm.layer_norm %x, %g, %b {epsilon = 1.0e-5 : f64} : (tensor<2x4xbf16>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>\n"
+       "  return\n}\n",
+       [=] { return oneNode("tfm.layer_norm", {{DType::BF16, {2, 4}}, {F, {4}}, {F, {4}}}, {2, 4}, {{"epsilon", f64(1e-5)}}); },
+       false, "32-bit float", "must be f32, got bf16"},
       {"split_heads indivisible model dim",
        "func.func @f(%x: tensor<?x?x8xf32>) {\n"
        "  %0 = tfm.split_heads %x {heads = 3 : i64} : (tensor<?x?x8xf32>) -> tensor<?x3x?x2xf32>\n  return\n}\n",

@@ -320,5 +320,28 @@ TEST(ReferenceKernels, EmbeddingAndPositions) {
   EXPECT_TRUE(allClose(p, Tensor::f32({1, 2, 2}, {21, 23, 3, 5}), 0, 0));
 }
 
+// bf16 GEMM operands (open dtypes): both backends run the reference kernel (no fast bf16 GEMM
+// yet) and give exactly the f32 GEMM of the bf16-rounded values, in f32.
+TEST(Bf16, MatmulEqualsF32MatmulOfRoundedOperands) {
+  Tensor a = randomF32({5, 7}, 81), b = randomF32({3, 7}, 82);
+  std::vector<float> av(a.data<float>(), a.data<float>() + a.numel()), bv(b.data<float>(), b.data<float>() + b.numel());
+  std::vector<float> ar(av.size()), br(bv.size());
+  for (size_t i = 0; i < av.size(); ++i) ar[i] = bf16ToFloat(floatToBf16(av[i]));
+  for (size_t i = 0; i < bv.size(); ++i) br[i] = bf16ToFloat(floatToBf16(bv[i]));
+  EXPECT_NE(ar, av);  // rounding happened
+  Tensor expected = SingleOp("tfm.matmul", {{Tensor::f32({5, 7}, ar)}, {Tensor::f32({3, 7}, br)}}, transposeB(true))
+                        .run(KernelBackend::Reference);
+  for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
+    std::string kernel;
+    Tensor got = SingleOp("tfm.matmul", {{Tensor::bf16({5, 7}, av)}, {Tensor::bf16({3, 7}, bv)}}, transposeB(true))
+                     .run(backend, &kernel);
+    EXPECT_EQ(kernel, "reference.matmul");
+    EXPECT_TRUE(allClose(got, expected, 0, 0));
+  }
+  EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(floatToBf16(1.00390625f), 0x3f80);  // halfway between 0x3f80 and 0x3f81: ties to even
+  EXPECT_EQ(floatToBf16(1.01171875f), 0x3f82);  // halfway between 0x3f81 and 0x3f82: ties to even
+}
+
 }  // namespace
 }  // namespace tfmrt::test

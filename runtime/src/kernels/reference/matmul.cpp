@@ -26,6 +26,16 @@ void gemm(const float *A, const float *B, float *C, int64_t batch, int64_t M, in
     }
 }
 
+// An operand as f32: itself, or (bf16) widened into `storage`. bf16 products are exact in f32 and
+// accumulated in double, like f32 ones.
+const float *asF32(const TensorRef &t, std::vector<float> &storage) {
+  if (t.dtype != DType::BF16) return t.as<float>();
+  storage.resize(size_t(t.numel()));
+  const uint16_t *h = t.as<uint16_t>();
+  for (size_t i = 0; i < storage.size(); ++i) storage[i] = bf16ToFloat(h[i]);
+  return storage.data();
+}
+
 class MatmulKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.matmul"; }
@@ -37,7 +47,8 @@ public:
     const TensorRef &A = a.inputs[0], &B = a.inputs[1];
     const int64_t k = A.dim(-1), n = transposeB_ ? B.dim(0) : B.dim(1);
     // Rows from the result: rowsOf(A) is 0 when K = 0, yet the [M, N] result must be zeros.
-    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), 1, rowsOf(a.outputs[0]), k, n, transposeB_);
+    std::vector<float> a32, b32;
+    gemm(asF32(A, a32), asF32(B, b32), a.outputs[0].as<float>(), 1, rowsOf(a.outputs[0]), k, n, transposeB_);
     return Status::OK();
   }
 
@@ -59,7 +70,8 @@ public:
     const int64_t n = transposeB_ ? B.dim(-2) : B.dim(-1);
     int64_t batch = 1;
     for (int i = 0; i + 2 < A.rank(); ++i) batch *= A.dim(i);
-    gemm(A.as<float>(), B.as<float>(), a.outputs[0].as<float>(), batch, m, k, n, transposeB_, transposeA_);
+    std::vector<float> a32, b32;
+    gemm(asF32(A, a32), asF32(B, b32), a.outputs[0].as<float>(), batch, m, k, n, transposeB_, transposeA_);
     return Status::OK();
   }
 
@@ -74,6 +86,11 @@ void registerReferenceMatmul(KernelRegistry &r) {
   r.add(referenceKey("tfm.matmul"), makeKernel<MatmulKernel>);
   r.add(referenceKey("tfm.matmul", DType::F32, Layout::Packed), makeKernel<MatmulKernel>);
   r.add(referenceKey("tfm.batch_matmul"), makeKernel<BatchMatmulKernel>);
+  // bf16 operands (f32 accumulation and result); the fast backend falls back to these until it
+  // has bf16 GEMMs of its own.
+  r.add(referenceKey("tfm.matmul", DType::BF16), makeKernel<MatmulKernel>);
+  r.add(referenceKey("tfm.matmul", DType::BF16, Layout::Packed), makeKernel<MatmulKernel>);
+  r.add(referenceKey("tfm.batch_matmul", DType::BF16), makeKernel<BatchMatmulKernel>);
 }
 
 }  // namespace tfmrt
