@@ -38,6 +38,7 @@ FailureOr<tfmrt::DType> dtypeOf(Operation *op, Type type) {
   if (element.isF32()) return tfmrt::DType::F32;
   if (element.isInteger(32)) return tfmrt::DType::I32;
   if (element.isInteger(1)) return tfmrt::DType::Bool;
+  if (element.isBF16()) return tfmrt::DType::BF16;
   op->emitError() << "the runtime has no element type " << element;
   return failure();
 }
