@@ -68,6 +68,9 @@ commands:
       the load average. Defaults to the spec's compile: shapes.
   inspect <model.tfmx>
       Validate an artifact and summarise its parameters, constants and entry functions.
+  average <model.tfmx> <ck1> <ck2> ... -o <out>
+      The element-wise mean of the checkpoints' parameters (e.g. the last N of a run), written as a
+      checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's).
 )";
 
 int main(int argc, char **argv) {
@@ -96,6 +99,7 @@ int main(int argc, char **argv) {
   if (command == "demo") return tfmc::demoCommand(cl);
   if (command == "inspect") return tfmc::inspectCommand(cl);
   if (command == "bench") return tfmc::benchCommand(cl);
+  if (command == "average") return tfmc::averageCommand(cl);
   std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;
   return 2;
 }

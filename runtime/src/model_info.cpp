@@ -4,7 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
+#include <cstdio>
 #include <vector>
 
 namespace tfmrt {
@@ -60,11 +60,12 @@ const std::vector<TextField> &textFields() {
   return f;
 }
 
+// "%e", as artifacts have always recorded floats: checkpoints fingerprint the model's metadata
+// text, so a different spelling of the same value would refuse every existing checkpoint.
 std::string number(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%e", v);
+  return buf;
 }
 
 Status bad(const std::string &key, const std::string &value, const std::string &why) {

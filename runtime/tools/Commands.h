@@ -34,5 +34,6 @@ int trainCommand(const CommandLine &cl);
 int tokenizerCommand(const CommandLine &cl);
 int translateCommand(const CommandLine &cl);
 int inspectCommand(const CommandLine &cl);
+int averageCommand(const CommandLine &cl);
 
 }  // namespace tfmc

@@ -355,6 +355,8 @@ TEST(ModelInfo, RoundTripsThroughMetadataAndRefusesBadValuesByKey) {
   a.metadata["decoding.beam_size"] = "0";
   s = readModelInfo(a, back);
   EXPECT_NE(s.message().find("'decoding.beam_size' = '0': must be >= 1"), std::string::npos) << s.message();
+  // Floats keep the spelling artifacts always had (checkpoints fingerprint this text).
+  EXPECT_EQ(toMetadata(ModelInfo()).at("training.label_smoothing"), "1.000000e-01");
   a.metadata.clear();  // a hand-built artifact: the documented defaults
   ASSERT_TRUE(readModelInfo(a, back).ok());
   EXPECT_EQ(back.beamSize, 4);

@@ -1,0 +1,67 @@
+// `tfmc average`: the element-wise mean of the parameters of several checkpoints of one model (the
+// standard final-N checkpoint average), written as a checkpoint that `translate --checkpoint` and
+// `train --resume` accept. Each input is verified as a checkpoint of the artifact's model
+// (checksum, fingerprint) before it is used.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include "Commands.h"
+#include "RunSupport.h"
+
+namespace tfmc {
+
+int averageCommand(const CommandLine &cl) {
+  if (cl.positionals.size() < 2) {
+    std::cerr << "tfmc average: error: expected the artifact and at least one checkpoint "
+                 "(tfmc average <model.tfmx> <ck1> <ck2> ... -o <out>)\n";
+    return 2;
+  }
+  const std::string out = cl.get("o");
+  if (out.empty()) {
+    std::cerr << "tfmc average: error: -o <output checkpoint> is required\n";
+    return 2;
+  }
+  const std::vector<std::string> checkpoints(cl.positionals.begin() + 1, cl.positionals.end());
+  for (const std::string &c : checkpoints)
+    if (c == out) {
+      std::cerr << "tfmc average: error: the output '" << out << "' is also an input\n";
+      return 2;
+    }
+  tfmrt::RuntimeOptions options;
+  options.backend = tfmrt::KernelBackend::Reference;  // no kernels run: skip oneDNN set-up
+  std::unique_ptr<tfmrt::Model> model;
+  if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("average", s);
+  const tfmrt::Artifact &a = model->artifact();
+
+  // Sums in double, in the order given, so the result does not depend on anything else.
+  std::vector<std::vector<double>> sums(a.params.size());
+  int64_t step = 0;
+  std::string steps;
+  for (const std::string &c : checkpoints) {
+    if (auto s = model->loadCheckpoint(c, step); !s.ok()) return fail("average", s);
+    for (size_t i = 0; i < a.params.size(); ++i) {
+      const tfmrt::Tensor *w = model->weight(a.params[i].name);
+      const float *v = w->data<float>();
+      sums[i].resize(size_t(w->numel()), 0.0);
+      for (size_t j = 0; j < sums[i].size(); ++j) sums[i][j] += v[j];
+    }
+    steps += (steps.empty() ? "" : ",") + std::to_string(step);
+    std::fprintf(stderr, "read %s (step %lld)\n", c.c_str(), (long long)step);
+  }
+  std::map<std::string, tfmrt::Tensor> averaged;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    tfmrt::Tensor t(tfmrt::DType::F32, a.params[i].shape);
+    float *dst = t.data<float>();
+    for (size_t j = 0; j < sums[i].size(); ++j) dst[j] = float(sums[i][j] / double(checkpoints.size()));
+    averaged.emplace(a.params[i].name, std::move(t));
+  }
+  // The last checkpoint's optimizer state is kept (as other toolkits do), so training can resume.
+  if (auto s = model->setWeights(averaged, /*keepTrainingState=*/true); !s.ok()) return fail("average", s);
+  if (auto s = model->saveCheckpoint(out, step, {{"averaged_steps", steps}}); !s.ok()) return fail("average", s);
+  std::printf("wrote %s: the mean of %zu checkpoints (steps %s)\n", out.c_str(), checkpoints.size(), steps.c_str());
+  return 0;
+}
+
+}  // namespace tfmc
