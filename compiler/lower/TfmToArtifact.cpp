@@ -275,6 +275,8 @@ void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
   info.batchTokens = spec.training.batch_tokens;
   info.maxSteps = spec.training.max_steps;
   info.seed = spec.training.seed;
+  info.lrScale = spec.training.lr_scale;
+  info.warmupSteps = spec.training.warmup_steps;
   info.beamSize = spec.decoding.beam_size;
   info.lengthPenalty = spec.decoding.length_penalty;
   info.maxLengthRatio = spec.decoding.max_length_ratio;

@@ -38,7 +38,7 @@ const std::vector<IntField> &intFields() {
       {"training.seed", &ModelInfo::seed, INT64_MIN},     {"decoding.beam_size", &ModelInfo::beamSize, 1},
       {"decoding.max_length_offset", &ModelInfo::maxLengthOffset, 0},
       {"compile.batch", &ModelInfo::compileBatch, 1},    {"compile.src_len", &ModelInfo::compileSrcLen, 1},
-      {"compile.tgt_len", &ModelInfo::compileTgtLen, 1},
+      {"compile.tgt_len", &ModelInfo::compileTgtLen, 1},  {"schedule.warmup_steps", &ModelInfo::warmupSteps, 1},
   };
   return f;
 }
@@ -48,6 +48,7 @@ const std::vector<FloatField> &floatFields() {
       {"training.label_smoothing", &ModelInfo::labelSmoothing, 0, 1},
       {"decoding.length_penalty", &ModelInfo::lengthPenalty, -1e6, 1e6},
       {"decoding.max_length_ratio", &ModelInfo::maxLengthRatio, 0, 1e6},
+      {"schedule.lr_scale", &ModelInfo::lrScale, 0, 1e6},
   };
   return f;
 }
@@ -108,6 +109,7 @@ Status readModelInfo(const Artifact &artifact, ModelInfo &info) {
     auto it = md.find(f.key);
     if (it != md.end()) info.*f.field = it->second;
   }
+  info.scheduleKnown = md.count("schedule.lr_scale") && md.count("schedule.warmup_steps");
   return Status::OK();
 }
 

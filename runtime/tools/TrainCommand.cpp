@@ -23,6 +23,14 @@ struct DataSource {
   bool hasValid = false;
 };
 
+// "1:02:03" for a duration in seconds.
+std::string clockTime(double seconds) {
+  const long long s = (long long)(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
 int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) {
   const std::string dir = cl.get("data"), srcLang = cl.get("src", "de"), tgtLang = cl.get("tgt", "en");
   const std::string tokPath = cl.get("tokenizer");
@@ -92,7 +100,7 @@ int trainCommand(const CommandLine &cl) {
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -129,10 +137,27 @@ int trainCommand(const CommandLine &cl) {
               << ")\n";
     return 2;
   }
+  // The metrics file is opened before any work, so a bad path costs nothing.
+  std::FILE *metrics = nullptr;
+  if (cl.has("metrics")) {
+    metrics = std::fopen(cl.get("metrics").c_str(), "a");
+    if (!metrics) {
+      std::cerr << "tfmc train: error: cannot write the metrics file '" << cl.get("metrics") << "'\n";
+      return 1;
+    }
+  }
+  struct CloseFile {
+    std::FILE *f;
+    ~CloseFile() {
+      if (f) std::fclose(f);
+    }
+  } closeMetrics{metrics};
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
   const tfmrt::Artifact &a = model->artifact();
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
   bool hasTrainStep = false;
   for (const auto &fn : a.functions) hasTrainStep |= fn.name == "train_step";
   if (!hasTrainStep) {
@@ -173,6 +198,10 @@ int trainCommand(const CommandLine &cl) {
     if (!s.ok()) return fail("train", s);
     std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)\n", (long long)step, loss);
     std::fflush(stdout);
+    if (metrics) {
+      std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f}\n", (long long)step, loss);
+      std::fflush(metrics);
+    }
     return 0;
   };
   if (corpus)
@@ -189,6 +218,9 @@ int trainCommand(const CommandLine &cl) {
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
   float firstLoss = NAN, loss = NAN;
+  const auto trainStart = std::chrono::steady_clock::now();
+  auto lastLog = trainStart;
+  double tokensSinceLog = 0;
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t step = firstStep + k;
     if (corpus) {
@@ -200,6 +232,7 @@ int trainCommand(const CommandLine &cl) {
       inputs[2] = std::move(b.tgtOut);
     }
     tokens += double(inputs[0].numel() + inputs[1].numel());
+    tokensSinceLog += double(inputs[0].numel() + inputs[1].numel());
     inputs[3].data<int32_t>()[0] = int32_t(step);
     auto start = std::chrono::steady_clock::now();
     if (auto s = model->run("train_step", inputs, outputs); !s.ok()) return fail("train", s);
@@ -213,9 +246,35 @@ int trainCommand(const CommandLine &cl) {
     // Schedules count absolute steps, so a resumed run logs, evaluates and saves where an
     // uninterrupted one would.
     if (k == 0 || step % logEvery == 0 || k + 1 == steps) {
-      std::printf("step %6lld  loss %.6f  grad norm %.4g  %.1f ms\n", (long long)step, loss,
-                  std::sqrt(double(outputs[1].data<float>()[0])), millis.back());
+      // Deterministic fields first (a resumed run prints them identically), timings last.
+      const auto now = std::chrono::steady_clock::now();
+      const double elapsed = std::chrono::duration<double>(now - trainStart).count();
+      const double interval = std::chrono::duration<double>(now - lastLog).count();
+      const double tokPerSec = interval > 0 ? tokensSinceLog / interval : 0.0;
+      const double eta = elapsed / double(k + 1) * double(steps - k - 1);
+      const double gradNorm = std::sqrt(double(outputs[1].data<float>()[0]));
+      const int64_t epoch = corpus ? (step - 1) / data.train.batchesPerEpoch() + 1 : 0;
+      const double lr = info.scheduleKnown ? info.lrScale / std::sqrt(double(info.dModel)) *
+                                                 std::min(1.0 / std::sqrt(double(step)),
+                                                          double(step) * std::pow(double(info.warmupSteps), -1.5))
+                                           : 0.0;
+      std::string fields;
+      char buf[128];
+      if (corpus) fields += (std::snprintf(buf, sizeof buf, "  epoch %lld", (long long)epoch), buf);
+      if (info.scheduleKnown) fields += (std::snprintf(buf, sizeof buf, "  lr %.3e", lr), buf);
+      std::printf("step %6lld  loss %.6f  grad norm %.4g%s  %.0f tok/s  elapsed %s  eta %s  %.1f ms\n", (long long)step,
+                  loss, gradNorm, fields.c_str(), tokPerSec, clockTime(elapsed).c_str(), clockTime(eta).c_str(),
+                  millis.back());
       std::fflush(stdout);  // progress shows up when the output goes to a file or a pipe
+      if (metrics) {
+        std::fprintf(metrics,
+                     "{\"step\": %lld, \"epoch\": %lld, \"lr\": %.6e, \"loss\": %.6f, \"grad_norm\": %.6g, "
+                     "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n",
+                     (long long)step, (long long)epoch, lr, loss, gradNorm, tokPerSec, elapsed);
+        std::fflush(metrics);
+      }
+      lastLog = now;
+      tokensSinceLog = 0;
     }
     if (data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;

@@ -22,6 +22,12 @@ struct ModelInfo {
   // training
   double labelSmoothing = 0.1;
   int64_t batchTokens = 4096, maxSteps = 0, seed = 1;
+  // The learning-rate schedule (for logs; the compiled train_step computes the rate itself).
+  // Recorded under "schedule." (not fingerprinted by checkpoints, so older artifacts, which lack
+  // it, keep their checkpoints); scheduleKnown says whether the artifact has it.
+  double lrScale = 1.0;
+  int64_t warmupSteps = 4000;
+  bool scheduleKnown = false;
   // decoding
   int64_t beamSize = 4;
   double lengthPenalty = 0.6, maxLengthRatio = 1.5;
