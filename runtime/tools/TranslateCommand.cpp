@@ -356,11 +356,15 @@ int translateCommand(const CommandLine &cl) {
                (long long)translator->decodeSteps(), loadAverage().c_str());
   if (options.profile) printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
   if (!references.empty()) {
-    const tfmdata::BleuScore bleu = tfmdata::corpusBleu(hypotheses, references);
-    std::fprintf(cl.has("data") ? stdout : stderr,
-                 "BLEU = %.2f  %.1f/%.1f/%.1f/%.1f (BP = %.3f, hyp_len = %ld, ref_len = %ld; 13a tokenization)\n",
-                 bleu.bleu, bleu.precisions[0], bleu.precisions[1], bleu.precisions[2], bleu.precisions[3],
-                 bleu.brevityPenalty, bleu.hypLength, bleu.refLength);
+    // As sacreBLEU 2.6.0 scores it with its defaults (equal on tests/golden/sacrebleu).
+    std::FILE *to = cl.has("data") ? stdout : stderr;
+    tfmdata::BleuOptions lowercase;
+    lowercase.lowercase = true;
+    std::fprintf(to, "%s  [%s]\n", tfmdata::corpusBleu(hypotheses, references).format().c_str(),
+                 tfmdata::bleuSignature().c_str());
+    std::fprintf(to, "lowercased BLEU = %.2f  [%s]\n", tfmdata::corpusBleu(hypotheses, references, lowercase).bleu,
+                 tfmdata::bleuSignature(lowercase).c_str());
+    std::fprintf(to, "chrF2 = %.2f  [%s]\n", tfmdata::corpusChrf(hypotheses, references), tfmdata::chrfSignature().c_str());
     if (cl.has("data"))
       for (size_t i = 0; i < std::min<size_t>(3, sources.size()); ++i)
         std::printf("  src: %s\n  ref: %s\n  hyp: %s\n", sources[i].c_str(), references[i].c_str(),

@@ -176,6 +176,8 @@ TEST(Bleu, Tokenize13a) {
   using V = std::vector<std::string>;
   EXPECT_EQ(tfmdata::tokenize13a("A dog, running."), (V{"A", "dog", ",", "running", "."}));
   EXPECT_EQ(tfmdata::tokenize13a("3.5 and 1,000 but end."), (V{"3.5", "and", "1,000", "but", "end", "."}));
+  // sacreBLEU pads the line, so a period after a final digit is split off too.
+  EXPECT_EQ(tfmdata::tokenize13a("holds 2."), (V{"holds", "2", "."}));
   EXPECT_EQ(tfmdata::tokenize13a("(hi)!? a/b 5-year"), (V{"(", "hi", ")", "!", "?", "a", "/", "b", "5", "-", "year"}));
   EXPECT_EQ(tfmdata::tokenize13a("don't &quot;x&quot;"), (V{"don't", "\"", "x", "\""}));
 }
@@ -189,15 +191,16 @@ TEST(Bleu, IdenticalIsHundredAndDisjointIsZero) {
 // By hand: hyp "the cat sat on the mat" vs ref "the cat is on the mat" (6 tokens each, BP 1).
 // 1-grams: the, cat, sat, on, the, mat -> 5 of 6 match (sat does not); 2-grams: the cat, cat sat,
 // sat on, on the, the mat -> 3 of 5; 3-grams: the cat sat, cat sat on, sat on the, on the mat ->
-// 1 of 4; 4-grams: 0 of 3 -> BLEU 0 without smoothing. Adding a second, identical pair makes every
-// n-gram order non-zero: 4-grams 0+3 of 3+3.
+// 1 of 4; 4-grams: 0 of 3 -> sacreBLEU's default 'exp' smoothing counts it as 1/2 match of 3.
+// Adding a second, identical pair makes every n-gram order non-zero: 4-grams 0+3 of 3+3.
 TEST(Bleu, HandComputed) {
   const tfmdata::BleuScore one = tfmdata::corpusBleu({"the cat sat on the mat"}, {"the cat is on the mat"});
   EXPECT_NEAR(one.precisions[0], 100.0 * 5 / 6, 1e-9);
   EXPECT_NEAR(one.precisions[1], 100.0 * 3 / 5, 1e-9);
   EXPECT_NEAR(one.precisions[2], 100.0 * 1 / 4, 1e-9);
-  EXPECT_EQ(one.precisions[3], 0.0);
-  EXPECT_EQ(one.bleu, 0.0);
+  EXPECT_NEAR(one.precisions[3], 100.0 * 0.5 / 3, 1e-9);
+  EXPECT_NEAR(one.bleu, 100.0 * std::exp((std::log(5.0 / 6) + std::log(3.0 / 5) + std::log(1.0 / 4) + std::log(0.5 / 3)) / 4),
+              1e-9);
   const tfmdata::BleuScore two =
       tfmdata::corpusBleu({"the cat sat on the mat", "a b c d"}, {"the cat is on the mat", "a b c d"});
   const double expected = 100.0 * std::exp((std::log(9.0 / 10) + std::log(6.0 / 8) + std::log(3.0 / 6) +
@@ -207,6 +210,81 @@ TEST(Bleu, HandComputed) {
   // Brevity: a 3-token hypothesis against a 6-token reference: BP = exp(1 - 6/3).
   const tfmdata::BleuScore shortHyp = tfmdata::corpusBleu({"the cat sat", "a b c d"}, {"the cat is on the mat", "a b c d"});
   EXPECT_NEAR(shortHyp.brevityPenalty, std::exp(1.0 - 10.0 / 7.0), 1e-12);
+}
+
+}  // namespace
+
+// --- BLEU and chrF equal to sacreBLEU's own values (tests/golden/sacrebleu, sacreBLEU 2.6.0) --------
+
+#include <fstream>
+#include <sstream>
+
+#include "json.h"
+
+namespace {
+
+tfmrt::JsonValue readJson(const std::string &path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  tfmrt::JsonValue v;
+  tfmrt::Status s = tfmrt::parseJson(text.data(), text.size(), v);
+  EXPECT_TRUE(s.ok()) << path << ": " << s.message();
+  return v;
+}
+
+std::vector<std::string> strings(const tfmrt::JsonValue &array) {
+  std::vector<std::string> out;
+  for (const auto &item : array.items) out.push_back(item.string);
+  return out;
+}
+
+TEST(Sacrebleu, CorpusBleuChrfSentenceBleuAndTokensEqualSacrebleu) {
+  const std::string dir = std::string(TFMC_SOURCE_DIR) + "/tests/golden/sacrebleu/";
+  const tfmrt::JsonValue cases = readJson(dir + "cases.json"), expected = readJson(dir + "expected.json");
+  const tfmrt::JsonValue *byName = expected.find("cases");
+  ASSERT_NE(byName, nullptr);
+  ASSERT_GE(cases.items.size(), 12u);
+  for (const tfmrt::JsonValue &c : cases.items) {
+    const std::string name = c.find("name")->string;
+    SCOPED_TRACE(name);
+    const std::vector<std::string> hyps = strings(*c.find("hyps")), refs = strings(*c.find("refs"));
+    const tfmrt::JsonValue &want = *byName->find(name);
+    const tfmrt::JsonValue &bleu = *want.find("bleu");
+    const tfmdata::BleuScore got = tfmdata::corpusBleu(hyps, refs);
+    // Scores agree to the last bits (same operations in the same order); 1e-9 leaves room for libm.
+    EXPECT_NEAR(got.bleu, bleu.find("score")->number, 1e-9);
+    for (int n = 0; n < 4; ++n) {
+      EXPECT_EQ(got.counts[n], bleu.find("counts")->items[n].integer) << "order " << n + 1;
+      EXPECT_EQ(got.totals[n], bleu.find("totals")->items[n].integer) << "order " << n + 1;
+      EXPECT_NEAR(got.precisions[n], bleu.find("precisions")->items[n].number, 1e-9) << "order " << n + 1;
+    }
+    EXPECT_NEAR(got.brevityPenalty, bleu.find("bp")->number, 1e-12);
+    EXPECT_EQ(got.hypLength, bleu.find("sys_len")->integer);
+    EXPECT_EQ(got.refLength, bleu.find("ref_len")->integer);
+    EXPECT_EQ(got.format(), bleu.find("str")->string);
+    tfmdata::BleuOptions lc;
+    lc.lowercase = true;
+    EXPECT_NEAR(tfmdata::corpusBleu(hyps, refs, lc).bleu, want.find("bleu_lowercase")->find("score")->number, 1e-9);
+    EXPECT_NEAR(tfmdata::sentenceBleu(hyps[0], refs[0]).bleu, want.find("sentence_bleu_first")->find("score")->number,
+                1e-9);
+    EXPECT_NEAR(tfmdata::corpusChrf(hyps, refs), want.find("chrf")->find("score")->number, 1e-9);
+  }
+  // Every line's 13a tokens (BLEU right-strips a line first; the raw tokenizer is checked here).
+  const tfmrt::JsonValue *tokenized = expected.find("tokenized_13a");
+  ASSERT_NE(tokenized, nullptr);
+  for (const auto &[line, tokens] : tokenized->members) {
+    std::string joined;
+    for (const std::string &t : tfmdata::tokenize13a(line)) joined += (joined.empty() ? "" : " ") + t;
+    EXPECT_EQ(joined, tokens.string) << "line: " << line;
+  }
+  const tfmrt::JsonValue *signatures = expected.find("signatures");
+  EXPECT_EQ(tfmdata::bleuSignature(), signatures->find("bleu")->string);
+  tfmdata::BleuOptions lc;
+  lc.lowercase = true;
+  EXPECT_EQ(tfmdata::bleuSignature(lc), signatures->find("bleu_lowercase")->string);
+  EXPECT_EQ(tfmdata::chrfSignature(), signatures->find("chrf")->string);
 }
 
 }  // namespace
