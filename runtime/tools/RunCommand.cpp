@@ -129,6 +129,19 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   return 0;
 }
 
+tfmdata::SearchOptions searchOptions(const tfmrt::ModelInfo &info) {
+  tfmdata::SearchOptions search;
+  search.beam = int(info.beamSize);
+  search.lengthPenalty = info.lengthPenalty;
+  search.maxLengthRatio = info.maxLengthRatio;
+  search.maxLengthOffset = info.maxLengthOffset;
+  search.maxLen = info.maxLen;
+  search.pad = int32_t(info.padId);
+  search.bos = int32_t(info.bosId);
+  search.eos = int32_t(info.eosId);
+  return search;
+}
+
 int runForward(const char *cmd, const RunSettings &rs) {
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "Commands.h"
+#include "tfmdata/search.h"
 #include "tfmrt/model_info.h"
 #include "tfmrt/runtime.h"
 
@@ -35,6 +36,8 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs, st
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs);
+// The search settings the artifact records (decoding defaults, special ids, max_len).
+tfmdata::SearchOptions searchOptions(const tfmrt::ModelInfo &info);
 // Runs the forward (or gradients) entry rs.iters times and prints loss and tokens/s (run, demo).
 int runForward(const char *cmd, const RunSettings &rs);
 

@@ -3,15 +3,20 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <numeric>
 #include <optional>
+#include <sys/stat.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
 #include "tfmdata/batcher.h"
+#include "tfmdata/bleu.h"
 #include "tfmdata/corpus.h"
+#include "tfmdata/search.h"
 #include "tfmdata/tokenizer.h"
 
 namespace tfmc {
@@ -21,7 +26,35 @@ namespace {
 struct DataSource {
   tfmdata::Batcher train, valid;
   bool hasValid = false;
+  // For validation BLEU: the tokenizer, the validation sources (subword ids) and references.
+  std::unique_ptr<tfmdata::Tokenizer> tok;
+  std::vector<std::vector<int32_t>> validSources;
+  std::vector<std::string> validReferences;
 };
+
+// Greedy translation of the validation sources, scored as sacreBLEU does (cased BLEU).
+tfmrt::Status validationBleu(tfmrt::Model &model, const tfmrt::ModelInfo &info, const DataSource &data, double &bleu) {
+  tfmdata::SearchOptions options = searchOptions(info);
+  options.beam = 1;
+  std::unique_ptr<tfmdata::Translator> translator;
+  TFMRT_RETURN_IF_ERROR(tfmdata::Translator::create(model, options, translator));
+  const size_t n = data.validSources.size();
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return data.validSources[x].size() < data.validSources[y].size(); });
+  std::vector<std::string> hypotheses(n);
+  for (size_t b = 0; b < n; b += 64) {
+    std::vector<std::vector<int32_t>> batch;
+    for (size_t k = b; k < std::min(n, b + 64); ++k) batch.push_back(data.validSources[order[k]]);
+    std::vector<std::vector<tfmdata::Hypothesis>> out;
+    TFMRT_RETURN_IF_ERROR(translator->translate(batch, out));
+    for (size_t k = b; k < std::min(n, b + 64); ++k)
+      if (!out[k - b].empty()) hypotheses[order[k]] = data.tok->decode(out[k - b][0].tokens);
+  }
+  bleu = tfmdata::corpusBleu(hypotheses, data.validReferences).bleu;
+  return tfmrt::Status::OK();
+}
 
 // "1:02:03" for a duration in seconds.
 std::string clockTime(double seconds) {
@@ -38,7 +71,7 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     std::cerr << "tfmc train: error: --data needs --tokenizer <model> (make one with tfmc tokenizer)\n";
     return 2;
   }
-  std::unique_ptr<tfmdata::Tokenizer> tok;
+  std::unique_ptr<tfmdata::Tokenizer> &tok = data.tok;
   if (auto s = tfmdata::Tokenizer::load(tokPath, tok); !s.ok()) return fail("train", s);
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
@@ -60,6 +93,10 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     for (size_t i = 0; i < examples.size(); ++i) {
       if (auto s = tok->encode(corpus.src[i], examples[i].src); !s.ok()) return fail("train", s);
       if (auto s = tok->encode(corpus.tgt[i], examples[i].tgt); !s.ok()) return fail("train", s);
+    }
+    if (&out == &data.valid) {
+      data.validReferences = corpus.tgt;
+      for (const tfmdata::Example &e : examples) data.validSources.push_back(e.src);
     }
     if (auto s = tfmdata::Batcher::create(std::move(examples), options, out); !s.ok()) return fail("train", s);
     std::printf("data %s/%s.{%s,%s}: %lld pairs in %lld batches of <= %lld tokens (%lld longer than max_len %lld "
@@ -100,7 +137,7 @@ int trainCommand(const CommandLine &cl) {
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -117,8 +154,30 @@ int trainCommand(const CommandLine &cl) {
     return 2;
   }
   rs.artifactPath = cl.positionals[0];
-  const std::string checkpoint = cl.get("checkpoint"), resume = cl.get("resume");
+  // --save-dir: checkpoint_last (what --checkpoint names otherwise), checkpoint_best (best
+  // validation so far), and with --keep-last N the last N checkpoint_<step>.
+  const std::string saveDir = cl.get("save-dir");
+  if (!saveDir.empty() && cl.has("checkpoint")) {
+    std::cerr << "tfmc train: error: --save-dir writes <dir>/checkpoint_last itself; drop --checkpoint\n";
+    return 2;
+  }
+  if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::cerr << "tfmc train: error: cannot create --save-dir '" << saveDir << "'\n";
+    return 1;
+  }
+  const std::string checkpoint = saveDir.empty() ? cl.get("checkpoint") : saveDir + "/checkpoint_last";
+  const std::string resume = cl.get("resume");
   const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
+  const int64_t keepLast = cl.getInt("keep-last", 0), patience = cl.getInt("patience", 0);
+  const bool validBleu = cl.has("valid-bleu");
+  if (keepLast < 0 || patience < 0 || (keepLast > 0 && saveDir.empty())) {
+    std::cerr << "tfmc train: error: --keep-last N needs --save-dir; --keep-last and --patience must be >= 0\n";
+    return 2;
+  }
+  if ((validBleu || patience > 0) && (!cl.has("data") || cl.get("valid-split", "val") == "none")) {
+    std::cerr << "tfmc train: error: --valid-bleu and --patience need a validation split (--data, not --valid-split none)\n";
+    return 2;
+  }
   if (!resume.empty() && (cl.has("first-step") || cl.has("weights"))) {
     std::cerr << "tfmc train: error: --resume takes weights, optimizer state and the step from the checkpoint; "
                  "drop --first-step / --weights\n";
@@ -187,20 +246,69 @@ int trainCommand(const CommandLine &cl) {
     }
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
   }
+  if (validBleu) {
+    bool translates = false;
+    for (const auto &fn : a.functions) translates |= fn.name == "decode_step";
+    if (!translates) {
+      std::cerr << "tfmc train: error: --valid-bleu translates the validation set: compile with "
+                   "--entries=forward,train_step,translate\n";
+      return 1;
+    }
+  }
+  std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
   auto save = [&](int64_t step) {
     if (auto s = model->saveCheckpoint(checkpoint, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
     std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
+    if (keepLast > 0) {
+      const std::string numbered = saveDir + "/checkpoint_" + std::to_string(step);
+      if (auto s = model->saveCheckpoint(numbered, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
+      kept.push_back(step);
+      while (int64_t(kept.size()) > keepLast) {
+        std::remove((saveDir + "/checkpoint_" + std::to_string(kept.front())).c_str());
+        kept.erase(kept.begin());
+      }
+    }
     return 0;
   };
+  // Validation: loss, and greedy BLEU with --valid-bleu; the best so far (BLEU if measured, else
+  // loss) is kept as checkpoint_best; --patience N stops after N validations without a new best.
+  double best = NAN;
+  int64_t sinceBest = 0;
+  bool stop = false;
   auto evaluate = [&](int64_t step) {
     tfmrt::Status s;
     const double loss = validationLoss(*model, data.valid, s);
     if (!s.ok()) return fail("train", s);
-    std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)\n", (long long)step, loss);
+    double bleu = NAN;
+    if (validBleu)
+      if (auto st = validationBleu(*model, info, data, bleu); !st.ok()) return fail("train", st);
+    const double score = validBleu ? bleu : -loss;
+    const bool improved = std::isnan(best) || score > best;
+    if (improved) {
+      best = score;
+      sinceBest = 0;
+    } else {
+      ++sinceBest;
+    }
+    std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)", (long long)step, loss);
+    if (validBleu) std::printf("  BLEU %.2f (greedy)", bleu);
+    std::printf("%s\n", improved ? "  (best)" : "");
     std::fflush(stdout);
     if (metrics) {
-      std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f}\n", (long long)step, loss);
+      if (validBleu)
+        std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f, \"valid_bleu\": %.4f}\n", (long long)step, loss, bleu);
+      else
+        std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f}\n", (long long)step, loss);
       std::fflush(metrics);
+    }
+    if (improved && !saveDir.empty()) {
+      const std::string bestPath = saveDir + "/checkpoint_best";
+      if (auto st = model->saveCheckpoint(bestPath, step, {{"artifact", rs.artifactPath}}); !st.ok()) return fail("train", st);
+      std::printf("checkpoint %s (step %lld, best)\n", bestPath.c_str(), (long long)step);
+    }
+    if (patience > 0 && sinceBest >= patience) {
+      std::printf("early stop at step %lld: %lld validations without improvement\n", (long long)step, (long long)sinceBest);
+      stop = true;
     }
     return 0;
   };
@@ -278,8 +386,9 @@ int trainCommand(const CommandLine &cl) {
     }
     if (data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
-    if (!checkpoint.empty() && (k + 1 == steps || (checkpointEvery > 0 && step % checkpointEvery == 0)))
+    if (!checkpoint.empty() && (k + 1 == steps || stop || (checkpointEvery > 0 && step % checkpointEvery == 0)))
       if (int code = save(step)) return code;
+    if (stop) break;
   }
   std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());
   std::sort(steady.begin(), steady.end());
@@ -287,9 +396,9 @@ int trainCommand(const CommandLine &cl) {
   double total = 0;
   for (double ms : millis) total += ms;
   std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s overall, load average %s\n",
-              firstLoss, loss, (long long)steps, median, tokens / (total / 1000.0), loadAverage().c_str());
+              firstLoss, loss, (long long)millis.size(), median, tokens / (total / 1000.0), loadAverage().c_str());
   if (data.hasValid && evalEvery <= 0)
-    if (int code = evaluate(firstStep + steps - 1)) return code;
+    if (int code = evaluate(firstStep + int64_t(millis.size()) - 1)) return code;
   if (rs.profile) printProfile(*model, millis.size(), "step");
   if (!rs.saveWeights.empty()) {
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);

@@ -248,15 +248,9 @@ int translateCommand(const CommandLine &cl) {
 
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("translate", s);
-  tfmdata::SearchOptions search;
+  tfmdata::SearchOptions search = searchOptions(info);
   search.beam = int(cl.getInt("beam", info.beamSize));
   search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
-  search.maxLengthRatio = info.maxLengthRatio;
-  search.maxLengthOffset = info.maxLengthOffset;
-  search.maxLen = info.maxLen;
-  search.pad = int32_t(info.padId);
-  search.bos = int32_t(info.bosId);
-  search.eos = int32_t(info.eosId);
   search.useCache = !cl.has("no-cache");
   search.nBest = job.nBest;
   search.sample = cl.has("sample");
