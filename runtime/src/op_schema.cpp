@@ -9,7 +9,7 @@ namespace rules = tfm::rules;
 
 namespace {
 
-rules::AttrKind toRuleKind(AttrValue::Kind k) {
+rules::AttrKind ruleKind(AttrValue::Kind k) {
   switch (k) {
   case AttrValue::Kind::Int: return rules::AttrKind::Int;
   case AttrValue::Kind::Float: return rules::AttrKind::Float;
@@ -35,6 +35,15 @@ std::vector<DType> operandDTypes(const rules::OperandRule &operand) {
   for (DType t : {DType::F32, DType::I32, DType::Bool, DType::BF16})
     if (operand.allows(rules::ElementType(uint8_t(t)))) out.push_back(t);
   return out;
+}
+
+rules::AttrValue toRuleAttr(const AttrValue &a) {
+  rules::AttrValue v;
+  v.kind = ruleKind(a.kind);
+  v.i = a.i;
+  v.f = a.f;
+  v.s = a.s;
+  return v;
 }
 
 const std::vector<OpSchema> &opSchemas() { return rules::allOps(); }
@@ -77,12 +86,7 @@ Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
       return invalidArgument(cat("unknown attribute '", name, "' (", node.op, " takes ",
                                  known.empty() ? std::string("no attributes") : known, ")"));
     }
-    rules::AttrValue v;
-    v.kind = toRuleKind(a.kind);
-    v.i = a.i;
-    v.f = a.f;
-    v.s = a.s;
-    err = rules::checkAttr(*spec, v);
+    err = rules::checkAttr(*spec, toRuleAttr(a));
     if (!err.empty()) return invalidArgument(err);
   }
   for (const auto &spec : s->attrs)

@@ -21,6 +21,8 @@ const OpSchema *findOpSchema(const std::string &op);
 DType toDType(tfm::rules::ElementType t);
 // The dtypes an operand accepts, in code order (kernels are keyed by their first operand's dtype).
 std::vector<DType> operandDTypes(const tfm::rules::OperandRule &operand);
+// A node attribute as the rules library sees it.
+tfm::rules::AttrValue toRuleAttr(const AttrValue &a);
 
 // Checks the node against its schema (op known, operand/result counts, dtypes and declared ranks,
 // attributes known, of the right kind, present if required, in range or among the allowed

@@ -19,16 +19,7 @@ class NodeShapeArgs : public rules::ShapeArgs {
 public:
   NodeShapeArgs(const rules::OpRule &op, const Node &node, std::vector<const Shape *> inputs)
       : ShapeArgs(op, std::move(inputs)) {
-    for (const auto &[name, a] : node.attrs) {
-      rules::AttrValue v;
-      v.kind = a.kind == AttrValue::Kind::Int ? rules::AttrKind::Int
-               : a.kind == AttrValue::Kind::Float ? rules::AttrKind::Float
-                                                 : rules::AttrKind::String;
-      v.i = a.i;
-      v.f = a.f;
-      v.s = a.s;
-      values_.emplace_back(name, std::move(v));
-    }
+    for (const auto &[name, a] : node.attrs) values_.emplace_back(name, toRuleAttr(a));
   }
 
 protected:
