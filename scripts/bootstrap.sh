@@ -20,6 +20,8 @@ PACKAGES=(
   libsentencepiece-dev sentencepiece zlib1g-dev
   # reference scripts / peer benchmarks only (never a runtime dependency)
   python3-torch python3-numpy python3-yaml libopenblas0-openmp
+  # learning curves of the Multi30k recipe (scripts/plot_metrics.py)
+  python3-matplotlib
 )
 
 missing=()

@@ -9,6 +9,7 @@
 
 #include "Commands.h"
 #include "RunSupport.h"
+#include "TokenizerRecord.h"
 
 namespace tfmc {
 
@@ -39,8 +40,20 @@ int averageCommand(const CommandLine &cl) {
   std::vector<std::vector<double>> sums(a.params.size());
   int64_t step = 0;
   std::string steps;
+  CheckpointMeta tokenizer;
   for (const std::string &c : checkpoints) {
-    if (auto s = model->loadCheckpoint(c, step); !s.ok()) return fail("average", s);
+    CheckpointMeta meta;
+    if (auto s = model->loadCheckpoint(c, step, &meta); !s.ok()) return fail("average", s);
+    // Checkpoints of different vocabularies cannot be averaged; the result keeps the record.
+    if (c == checkpoints.front()) {
+      tokenizer = tokenizerKeys(meta);
+    } else if (tokenizerKeys(meta).count("tokenizer.fingerprint") != tokenizer.count("tokenizer.fingerprint") ||
+               (tokenizer.count("tokenizer.fingerprint") &&
+                meta.at("tokenizer.fingerprint") != tokenizer.at("tokenizer.fingerprint"))) {
+      std::cerr << "tfmc average: error: '" << c << "' was trained with a different tokenizer than '"
+                << checkpoints.front() << "'\n";
+      return 1;
+    }
     for (size_t i = 0; i < a.params.size(); ++i) {
       const tfmrt::Tensor *w = model->weight(a.params[i].name);
       const float *v = w->data<float>();
@@ -57,9 +70,11 @@ int averageCommand(const CommandLine &cl) {
     for (size_t j = 0; j < sums[i].size(); ++j) dst[j] = float(sums[i][j] / double(checkpoints.size()));
     averaged.emplace(a.params[i].name, std::move(t));
   }
+  CheckpointMeta outMeta = tokenizer;
+  outMeta["averaged_steps"] = steps;
   // The last checkpoint's optimizer state is kept (as other toolkits do), so training can resume.
   if (auto s = model->setWeights(averaged, /*keepTrainingState=*/true); !s.ok()) return fail("average", s);
-  if (auto s = model->saveCheckpoint(out, step, {{"averaged_steps", steps}}); !s.ok()) return fail("average", s);
+  if (auto s = model->saveCheckpoint(out, step, outMeta); !s.ok()) return fail("average", s);
   std::printf("wrote %s: the mean of %zu checkpoints (steps %s)\n", out.c_str(), checkpoints.size(), steps.c_str());
   return 0;
 }

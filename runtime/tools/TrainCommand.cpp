@@ -13,6 +13,7 @@
 
 #include "Commands.h"
 #include "RunSupport.h"
+#include "TokenizerRecord.h"
 #include "tfmdata/batcher.h"
 #include "tfmdata/bleu.h"
 #include "tfmdata/corpus.h"
@@ -28,6 +29,7 @@ struct DataSource {
   bool hasValid = false;
   // For validation BLEU: the tokenizer, the validation sources (subword ids) and references.
   std::unique_ptr<tfmdata::Tokenizer> tok;
+  std::string tokPath;
   std::vector<std::vector<int32_t>> validSources;
   std::vector<std::string> validReferences;
 };
@@ -72,6 +74,7 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     return 2;
   }
   std::unique_ptr<tfmdata::Tokenizer> &tok = data.tok;
+  data.tokPath = tokPath;
   if (auto s = tfmdata::Tokenizer::load(tokPath, tok); !s.ok()) return fail("train", s);
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
@@ -187,15 +190,16 @@ int trainCommand(const CommandLine &cl) {
     std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> and N >= 1\n";
     return 2;
   }
-  const int64_t steps = cl.getInt("steps", 20);
   int64_t firstStep = cl.getInt("first-step", 1);
-  const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
-  const int64_t evalEvery = cl.getInt("eval-every", 0);
-  if (steps < 1 || firstStep < 1 || firstStep + steps - 1 > INT32_MAX) {
-    std::cerr << "tfmc train: error: --steps and --first-step must be >= 1 (and the last step at most " << INT32_MAX
-              << ")\n";
+  if (cl.has("steps") && cl.getInt("steps", 1) < 1) {
+    std::cerr << "tfmc train: error: --steps must be >= 1\n";
     return 2;
   }
+  if (firstStep < 1 || (cl.has("steps") && firstStep + cl.getInt("steps", 1) - 1 > INT32_MAX)) {
+    std::cerr << "tfmc train: error: --first-step must be >= 1 (and the last step at most " << INT32_MAX << ")\n";
+    return 2;
+  }
+  const int64_t evalEvery = cl.getInt("eval-every", 0);
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
   if (cl.has("metrics")) {
@@ -238,14 +242,26 @@ int trainCommand(const CommandLine &cl) {
   }
   if (!resume.empty()) {
     int64_t last = 0;
-    if (auto s = model->loadCheckpoint(resume, last); !s.ok()) return fail("train", s);
+    CheckpointMeta resumed;
+    if (auto s = model->loadCheckpoint(resume, last, &resumed); !s.ok()) return fail("train", s);
+    if (corpus)
+      if (int code = checkTokenizer("train", resumed, resume, *data.tok, data.tokPath)) return code;
     firstStep = last + 1;
-    if (firstStep + steps - 1 > INT32_MAX) {
-      std::cerr << "tfmc train: error: steps past " << INT32_MAX << " are not supported\n";
-      return 2;
-    }
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
   }
+  // On a corpus, training runs to the spec's training.max_steps unless --steps says how many
+  // more; one batch (a demonstration or a test) runs 20 steps.
+  const int64_t steps = cl.has("steps") ? cl.getInt("steps", 1) : corpus ? info.maxSteps - firstStep + 1 : 20;
+  if (steps < 1) {
+    std::printf("nothing to do: step %lld reached training.max_steps %lld (pass --steps N to train further)\n",
+                (long long)(firstStep - 1), (long long)info.maxSteps);
+    return 0;
+  }
+  if (firstStep + steps - 1 > INT32_MAX) {
+    std::cerr << "tfmc train: error: steps past " << INT32_MAX << " are not supported\n";
+    return 2;
+  }
+  const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
   if (validBleu) {
     bool translates = false;
     for (const auto &fn : a.functions) translates |= fn.name == "decode_step";
@@ -255,13 +271,15 @@ int trainCommand(const CommandLine &cl) {
       return 1;
     }
   }
+  CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}};
+  if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
   std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
   auto save = [&](int64_t step) {
-    if (auto s = model->saveCheckpoint(checkpoint, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
+    if (auto s = model->saveCheckpoint(checkpoint, step, checkpointMeta); !s.ok()) return fail("train", s);
     std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
     if (keepLast > 0) {
       const std::string numbered = saveDir + "/checkpoint_" + std::to_string(step);
-      if (auto s = model->saveCheckpoint(numbered, step, {{"artifact", rs.artifactPath}}); !s.ok()) return fail("train", s);
+      if (auto s = model->saveCheckpoint(numbered, step, checkpointMeta); !s.ok()) return fail("train", s);
       kept.push_back(step);
       while (int64_t(kept.size()) > keepLast) {
         std::remove((saveDir + "/checkpoint_" + std::to_string(kept.front())).c_str());
@@ -272,6 +290,7 @@ int trainCommand(const CommandLine &cl) {
   };
   // Validation: loss, and greedy BLEU with --valid-bleu; the best so far (BLEU if measured, else
   // loss) is kept as checkpoint_best; --patience N stops after N validations without a new best.
+  auto trainStart = std::chrono::steady_clock::now();
   double best = NAN;
   int64_t sinceBest = 0;
   bool stop = false;
@@ -295,15 +314,15 @@ int trainCommand(const CommandLine &cl) {
     std::printf("%s\n", improved ? "  (best)" : "");
     std::fflush(stdout);
     if (metrics) {
-      if (validBleu)
-        std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f, \"valid_bleu\": %.4f}\n", (long long)step, loss, bleu);
-      else
-        std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f}\n", (long long)step, loss);
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart).count();
+      std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f", (long long)step, loss);
+      if (validBleu) std::fprintf(metrics, ", \"valid_bleu\": %.4f", bleu);
+      std::fprintf(metrics, ", \"elapsed_s\": %.3f}\n", elapsed);
       std::fflush(metrics);
     }
     if (improved && !saveDir.empty()) {
       const std::string bestPath = saveDir + "/checkpoint_best";
-      if (auto st = model->saveCheckpoint(bestPath, step, {{"artifact", rs.artifactPath}}); !st.ok()) return fail("train", st);
+      if (auto st = model->saveCheckpoint(bestPath, step, checkpointMeta); !st.ok()) return fail("train", st);
       std::printf("checkpoint %s (step %lld, best)\n", bestPath.c_str(), (long long)step);
     }
     if (patience > 0 && sinceBest >= patience) {
@@ -326,7 +345,7 @@ int trainCommand(const CommandLine &cl) {
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
   float firstLoss = NAN, loss = NAN;
-  const auto trainStart = std::chrono::steady_clock::now();
+  trainStart = std::chrono::steady_clock::now();
   auto lastLog = trainStart;
   double tokensSinceLog = 0;
   for (int64_t k = 0; k < steps; ++k) {

@@ -13,6 +13,7 @@
 
 #include "Commands.h"
 #include "RunSupport.h"
+#include "TokenizerRecord.h"
 #include "tfmdata/bleu.h"
 #include "tfmdata/corpus.h"
 #include "tfmdata/search.h"
@@ -268,13 +269,16 @@ int translateCommand(const CommandLine &cl) {
 
   if (cl.has("weights")) {
     if (auto s = model->loadWeights(cl.get("weights")); !s.ok()) return fail("translate", s);
-  } else {
-    int64_t step = 0;
-    if (auto s = model->loadCheckpoint(cl.get("checkpoint"), step); !s.ok()) return fail("translate", s);
-    std::fprintf(stderr, "weights from %s (after step %lld)\n", cl.get("checkpoint").c_str(), (long long)step);
   }
   std::unique_ptr<tfmdata::Tokenizer> tok;
   if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
+  if (!cl.has("weights")) {
+    int64_t step = 0;
+    CheckpointMeta meta;
+    if (auto s = model->loadCheckpoint(cl.get("checkpoint"), step, &meta); !s.ok()) return fail("translate", s);
+    if (int code = checkTokenizer("translate", meta, cl.get("checkpoint"), *tok, cl.get("tokenizer"))) return code;
+    std::fprintf(stderr, "weights from %s (after step %lld)\n", cl.get("checkpoint").c_str(), (long long)step);
+  }
   if (info.srcVocabSize != tok->vocabSize()) {
     std::cerr << "tfmc translate: error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
               << info.srcVocabSize << "\n";

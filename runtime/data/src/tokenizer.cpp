@@ -99,4 +99,20 @@ std::string Tokenizer::pieces(const std::vector<int32_t> &ids) const {
 
 int Tokenizer::vocabSize() const { return sp_->GetPieceSize(); }
 
+std::string Tokenizer::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string &bytes) {
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  };
+  char score[32];
+  for (int id = 0; id < vocabSize(); ++id) {
+    std::snprintf(score, sizeof score, "\t%.9g\n", double(sp_->GetScore(id)));
+    mix(sp_->IdToPiece(id));
+    mix(score);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return hex;
+}
+
 }  // namespace tfmdata

@@ -34,6 +34,10 @@ public:
   std::string decode(const std::vector<int32_t> &ids) const;  // stops at nothing: pass content ids only
   std::string pieces(const std::vector<int32_t> &ids) const;  // the subword pieces, space-separated
   int vocabSize() const;
+  // 16 hex digits (FNV-1a 64 over every piece and its score): what decides the segmentation, so
+  // a copied or renamed file keeps it and a retrained vocabulary changes it. Checkpoints record
+  // it to refuse a mismatching tokenizer by name.
+  std::string fingerprint() const;
   int padId() const { return 0; }
   int bosId() const { return 1; }
   int eosId() const { return 2; }
