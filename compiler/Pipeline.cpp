@@ -63,7 +63,8 @@ std::string PipelineOptions::describe() const {
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
-  auto module = importModelSpec(spec, ctx, ImportOptions{options.gradients, options.trainStep, options.translate});
+  auto module = importModelSpec(spec, ctx, ImportOptions{.gradients = options.gradients, .trainStep = options.trainStep,
+                                                                   .accumulate = options.accumulate, .translate = options.translate});
   if (options.verifyEach && failed(mlir::verify(*module))) {
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;
@@ -84,6 +85,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   cleanup.addPass(mlir::createCSEPass());  // tied weights: one tfm.param per name
   // On the primitive graph: every fusion below sees forward and backward ops alike.
   pm.addPass(createAutodiff());
+  pm.addPass(createAccumulateGradients());
   pm.addPass(createApplyAdam());
   mlir::OpPassManager &fn = pm.nest<mlir::func::FuncOp>();
   if (options.mergeProjections) fn.addPass(createMergeProjections(MergeProjectionsOptions{report}));

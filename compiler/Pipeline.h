@@ -24,6 +24,7 @@ struct PipelineOptions {
   bool verifyEach = true;
   bool gradients = false;        // also the `gradients` entry (loss + parameter gradients)
   bool trainStep = false;        // also the `train_step` entry (forward, backward, Adam in place)
+  bool accumulate = false;       // also `accumulate_gradients` + `apply_update` (gradient accumulation)
   bool translate = false;        // also the translation entries (`encode`, `decode_step`, `decode`)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).

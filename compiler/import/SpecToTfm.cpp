@@ -33,6 +33,7 @@ public:
     buildEntry("forward", Entry::Forward);
     if (options.gradients) buildEntry("gradients", Entry::Gradients);
     if (options.trainStep) buildEntry("train_step", Entry::TrainStep);
+    if (options.accumulate) buildEntry("accumulate_gradients", Entry::Accumulate);
     if (options.translate) buildTranslationEntries();
     return module;
   }
@@ -351,7 +352,7 @@ private:
     b_.create<func::ReturnOp>(loc_, ValueRange{b_.create<tfm::LogSoftmaxOp>(loc_, logits)});
   }
 
-  enum class Entry { Forward, Gradients, TrainStep };
+  enum class Entry { Forward, Gradients, TrainStep, Accumulate };
 
   // `forward`: (src, tgt_in, tgt_out) -> (logits, loss). `gradients`: the same graph returning
   // the loss only, marked for tfm-autodiff, which adds one gradient result per parameter.
@@ -359,7 +360,9 @@ private:
   // tfm-apply-adam (the spec's training hyper-parameters), which update the weights in place.
   // `forward` and `gradients` are inference-mode (dropout is the identity), so `gradients` is the
   // exact gradient of `forward`'s loss; `train_step` is training-mode: counter-based dropout
-  // keyed by (training.seed, site, step).
+  // keyed by (training.seed, site, step). `accumulate_gradients`: (src, tgt_in, tgt_out, step,
+  // weight, reset) -> loss, training-mode like train_step (step keys the dropout masks), marked
+  // for tfm-autodiff and tfm-accumulate-gradients (which also adds apply_update).
   void buildEntry(StringRef name, Entry kind) {
     const bool gradients = kind != Entry::Forward;
     auto logitsType = f32Type({kDyn, kDyn, m_.tgt_vocab_size});
@@ -367,15 +370,20 @@ private:
     SmallVector<Type> results;
     if (!gradients) results.push_back(logitsType);
     results.push_back(lossType);
+    const bool training = kind == Entry::TrainStep || kind == Entry::Accumulate;
     SmallVector<Type> args{idsType(), idsType(), idsType()};
-    if (kind == Entry::TrainStep) args.push_back(RankedTensorType::get({}, b_.getI32Type()));
+    if (training) args.push_back(RankedTensorType::get({}, b_.getI32Type()));
+    if (kind == Entry::Accumulate) {
+      args.push_back(f32Type({}));
+      args.push_back(RankedTensorType::get({}, b_.getI32Type()));
+    }
     auto fnType = b_.getFunctionType(args, results);
     auto fn = b_.create<func::FuncOp>(specLoc_, name, fnType);
-    fn->setAttr("tfm.mode", b_.getStringAttr(kind == Entry::TrainStep ? "training" : "inference"));
+    fn->setAttr("tfm.mode", b_.getStringAttr(training ? "training" : "inference"));
     if (gradients) fn->setAttr("tfm.differentiate", b_.getUnitAttr());
-    if (kind == Entry::TrainStep) {
+    if (training) {
       const TrainingSection &t = spec_.training;
-      fn->setAttr("tfm.adam", b_.getDictionaryAttr({
+      fn->setAttr(kind == Entry::TrainStep ? "tfm.adam" : "tfm.accumulate", b_.getDictionaryAttr({
                                   b_.getNamedAttr("beta1", b_.getF64FloatAttr(t.adam_beta1)),
                                   b_.getNamedAttr("beta2", b_.getF64FloatAttr(t.adam_beta2)),
                                   b_.getNamedAttr("epsilon", b_.getF64FloatAttr(t.adam_eps)),
@@ -384,6 +392,10 @@ private:
                                   b_.getNamedAttr("warmup_steps", b_.getI64IntegerAttr(t.warmup_steps)),
                               }));
       fn.setArgAttr(3, "tfm.name", b_.getStringAttr("step"));
+      if (kind == Entry::Accumulate) {
+        fn.setArgAttr(4, "tfm.name", b_.getStringAttr("weight"));
+        fn.setArgAttr(5, "tfm.name", b_.getStringAttr("reset"));
+      }
     }
     const char *argNames[] = {"src", "tgt_in", "tgt_out"};
     for (unsigned i = 0; i < 3; ++i)
@@ -393,7 +405,7 @@ private:
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
-    trainStep_ = kind == Entry::TrainStep ? entry->getArgument(3) : Value();
+    trainStep_ = training ? entry->getArgument(3) : Value();
     Value src = entry->getArgument(0), tgtIn = entry->getArgument(1),
           tgtOut = entry->getArgument(2);
 

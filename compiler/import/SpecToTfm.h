@@ -16,6 +16,9 @@ struct ImportOptions {
   // Also build `@train_step(src, tgt_in, tgt_out, step) -> (loss)`, marked for tfm-autodiff and
   // tfm-apply-adam (which make it update the weights in place and return loss, grad_sq_norm).
   bool trainStep = false;
+  // Also build `@accumulate_gradients(src, tgt_in, tgt_out, step, weight, reset) -> (loss)` for
+  // gradient accumulation (tfm-accumulate-gradients adds `@apply_update(step)`).
+  bool accumulate = false;
   // Also build `@encode(src) -> memory` and `@decode(src, memory, tgt_in) -> last logits` for
   // translation (greedy / beam search in the runtime).
   bool translate = false;

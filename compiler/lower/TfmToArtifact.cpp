@@ -157,11 +157,12 @@ public:
         if (it == ids.end()) return op.emitError("operand defined outside the entry block");
         node.inputs.push_back(it->second);
       }
-      // In-place cache updates: the result is the cache operand's state, one buffer.
-      if (isa<tfm::CacheReorderOp, tfm::CacheWriteOp>(op)) {
+      // In-place state updates (caches, gradient accumulators): the result is the operand's
+      // state, one buffer.
+      if (isa<tfm::CacheReorderOp, tfm::CacheWriteOp, tfm::GradAccumulateOp>(op)) {
         const uint32_t stateId = node.inputs[0];
         if (entry.values[stateId].kind != tfmrt::ValueKind::State)
-          return op.emitError("cache operand does not lower to session state");
+          return op.emitError("the updated operand does not lower to session state");
         node.outputs.push_back(stateId);
         ids[op.getResult(0)] = stateId;
         for (NamedAttribute attr : op.getAttrs())

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "tfm/TfmDialect.h"
 
@@ -18,13 +19,6 @@ using namespace mlir;
 
 LogicalResult applyAdam(func::FuncOp fn, DictionaryAttr hyper) {
   auto fail = [&](const Twine &why) { return fn.emitError() << "tfm-apply-adam: '" << fn.getSymName() << "': " << why; };
-  auto f64 = [&](StringRef key) { return dyn_cast_or_null<FloatAttr>(hyper.get(key)); };
-  auto i64 = [&](StringRef key) { return dyn_cast_or_null<IntegerAttr>(hyper.get(key)); };
-  FloatAttr beta1 = f64("beta1"), beta2 = f64("beta2"), eps = f64("epsilon"), lrScale = f64("lr_scale");
-  IntegerAttr dModel = i64("d_model"), warmup = i64("warmup_steps");
-  if (!beta1 || !beta2 || !eps || !lrScale || !dModel || !warmup)
-    return fail("tfm.adam needs beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64)");
-
   Block &body = fn.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   if (body.getNumArguments() == 0) return fail("the last argument must be the step (tensor<i32>)");
@@ -36,30 +30,26 @@ LogicalResult applyAdam(func::FuncOp fn, DictionaryAttr hyper) {
 
   llvm::StringMap<Value> params;
   for (auto param : body.getOps<tfm::ParamOp>()) params.try_emplace(param.getName(), param.getResult());
-
-  OpBuilder b(ret);
-  Location loc = ret.getLoc();
-  auto scalar = RankedTensorType::get({}, b.getF32Type());
-  Value lr = b.create<tfm::LrScheduleOp>(loc, scalar, step, lrScale, dModel, warmup);
-  Value sqNorm;
+  SmallVector<ParamGradient> updates;
   for (unsigned i = 1; i < ret.getNumOperands(); ++i) {
     auto name = fn.getResultAttrOfType<StringAttr>(i, "tfm.name");
     if (!name || !name.getValue().starts_with("grad:"))
       return fail("result #" + Twine(i) + " is not a gradient (grad:<param>)");
     Value param = params.lookup(name.getValue().drop_front(5));
     if (!param) return fail("no tfm.param named '" + name.getValue().drop_front(5) + "'");
-    // The moments are session state named after the parameter (what checkpoints store).
-    const std::string paramName = name.getValue().drop_front(5).str();
-    Value m = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.m/" + paramName);
-    Value v = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.v/" + paramName);
-    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, param, ret.getOperand(i), lr, step, m, v, beta1,
-                                           beta2, eps);
-    sqNorm = sqNorm ? b.create<tfm::AddOp>(loc, scalar, sqNorm, sq).getResult() : sq;
+    updates.push_back({param, ret.getOperand(i)});
   }
+
+  OpBuilder b(ret);
+  Location loc = ret.getLoc();
+  FailureOr<Value> sqNorm = buildAdamUpdates(b, loc, hyper, step, updates, [&]() -> InFlightDiagnostic {
+    return fn.emitError() << "tfm-apply-adam: '" << fn.getSymName() << "': ";
+  });
+  if (failed(sqNorm)) return failure();
   Value loss = ret.getOperand(0);
-  b.create<func::ReturnOp>(loc, ValueRange{loss, sqNorm});
+  b.create<func::ReturnOp>(loc, ValueRange{loss, *sqNorm});
   ret.erase();
-  fn.setFunctionType(b.getFunctionType(fn.getArgumentTypes(), {loss.getType(), scalar}));
+  fn.setFunctionType(b.getFunctionType(fn.getArgumentTypes(), {loss.getType(), sqNorm->getType()}));
   SmallVector<DictionaryAttr> names{b.getDictionaryAttr(b.getNamedAttr("tfm.name", b.getStringAttr("loss"))),
                                     b.getDictionaryAttr(b.getNamedAttr("tfm.name", b.getStringAttr("grad_sq_norm")))};
   fn.setAllResultAttrs(names);

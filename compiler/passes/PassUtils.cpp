@@ -27,4 +27,37 @@ bool isWeight(Value value) {
   return false;
 }
 
+FailureOr<Value> buildAdamUpdates(OpBuilder &b, Location loc, DictionaryAttr hyper, Value step,
+                                  ArrayRef<ParamGradient> updates, function_ref<InFlightDiagnostic()> fail) {
+  auto f64 = [&](StringRef key) { return dyn_cast_or_null<FloatAttr>(hyper.get(key)); };
+  auto i64 = [&](StringRef key) { return dyn_cast_or_null<IntegerAttr>(hyper.get(key)); };
+  FloatAttr beta1 = f64("beta1"), beta2 = f64("beta2"), eps = f64("epsilon"), lrScale = f64("lr_scale");
+  IntegerAttr dModel = i64("d_model"), warmup = i64("warmup_steps");
+  if (!beta1 || !beta2 || !eps || !lrScale || !dModel || !warmup) {
+    fail() << "tfm.adam needs beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64)";
+    return failure();
+  }
+  auto scalar = RankedTensorType::get({}, b.getF32Type());
+  Value lr = b.create<tfm::LrScheduleOp>(loc, scalar, step, lrScale, dModel, warmup);
+  Value sqNorm;
+  for (const ParamGradient &u : updates) {
+    auto param = u.param.getDefiningOp<tfm::ParamOp>();
+    if (!param) {
+      fail() << "an Adam update needs a tfm.param";
+      return failure();
+    }
+    // The moments are session state named after the parameter (what checkpoints store).
+    const std::string name = param.getName().str();
+    Value m = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.m/" + name);
+    Value v = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.v/" + name);
+    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, u.param, u.grad, lr, step, m, v, beta1, beta2, eps);
+    sqNorm = sqNorm ? b.create<tfm::AddOp>(loc, scalar, sqNorm, sq).getResult() : sq;
+  }
+  if (!sqNorm) {
+    fail() << "no parameter to update";
+    return failure();
+  }
+  return sqNorm;
+}
+
 }  // namespace tfmc

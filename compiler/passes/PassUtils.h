@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
@@ -18,5 +20,18 @@ void reportSite(bool enabled, mlir::Operation *op, llvm::StringRef pass, llvm::S
 // True if the value is a tfm.param, or a tfm.concat of tfm.params (a weight the runtime can
 // prepare once when weights are set).
 bool isWeight(mlir::Value value);
+
+// One Adam step on each (parameter, gradient) pair at the builder's insertion point: the
+// learning rate of `step` (tfm.lr_schedule), then tfm.adam_update with the moments as session
+// state "adam.m/<param>", "adam.v/<param>" (shared by every entry that trains). `hyper` holds
+// beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64); `fail` reports what is
+// missing. Returns the sum of the squared gradients (for the global gradient norm).
+struct ParamGradient {
+  mlir::Value param;  // a tfm.param result
+  mlir::Value grad;
+};
+mlir::FailureOr<mlir::Value> buildAdamUpdates(mlir::OpBuilder &b, mlir::Location loc, mlir::DictionaryAttr hyper,
+                                              mlir::Value step, llvm::ArrayRef<ParamGradient> updates,
+                                              llvm::function_ref<mlir::InFlightDiagnostic()> fail);
 
 }  // namespace tfmc

@@ -32,6 +32,19 @@ def Autodiff : Pass<"tfm-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def AccumulateGradients : Pass<"tfm-accumulate-gradients", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: an accumulate entry and an apply_update entry";
+  let description = [{
+    For every function with a `tfm.accumulate` dictionary (the tfm.adam hyper-parameters) whose
+    last two arguments are weight (tensor<f32>) and reset (tensor<i32>) and whose results are
+    (loss, grad:<param>...) as tfm-autodiff leaves them: adds weight * grad into the session state
+    "grad_accum/<param>" (tfm.grad_accumulate; reset overwrites instead of adding) and returns the
+    loss alone. Adds `apply_update(step) -> grad_sq_norm`, which takes the Adam step of
+    tfm-apply-adam from the accumulated gradients (same moments "adam.m/<param>",
+    "adam.v/<param>" as train_step).
+  }];
+}
+
 def ApplyAdam : Pass<"tfm-apply-adam", "mlir::ModuleOp"> {
   let summary = "Turn a differentiated function into a training step: Adam updates in place";
   let description = [{

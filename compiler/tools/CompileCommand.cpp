@@ -130,7 +130,8 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     if (artifact.usesDynamicState(fn)) continue;  // planned per session (reported below)
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
     std::vector<std::vector<int64_t>> shapes{{c.batch, c.src_len}, {c.batch, c.tgt_len}, {c.batch, c.tgt_len}};
-    if (fn.inputs.size() == 4) shapes.push_back({});  // train_step's step
+    while (shapes.size() < fn.inputs.size()) shapes.push_back({});  // step (and weight, reset): scalars
+    if (fn.name == "apply_update") shapes = {{}};
     if (fn.name == "encode") shapes = {{c.batch, c.src_len}};
     if (fn.name == "decode") shapes = {{c.batch, c.src_len}, {c.batch, c.src_len, spec.model.d_model}, {c.batch, c.tgt_len}};
     p.status = tfmrt::planArtifactMemory(artifact, fn.name, shapes, p.memory);
@@ -186,7 +187,8 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
   options.report = cl.has("fusion-report");
   options.printIrAfterAll = cl.has("print-ir-after-all");
   // --entries: `forward` is always built; `gradients` adds loss + parameter gradients,
-  // `train_step` a compiled training step (forward, backward, Adam in place).
+  // `train_step` a compiled training step (forward, backward, Adam in place), `accumulate`
+  // gradient accumulation (accumulate_gradients + apply_update, for train --update-freq).
   std::string entries = cl.get("entries", "forward");
   for (size_t start = 0; start <= entries.size();) {
     size_t end = entries.find(',', start);
@@ -200,9 +202,11 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
       options.trainStep = true;
     } else if (name == "translate") {
       options.translate = true;
+    } else if (name == "accumulate") {
+      options.accumulate = true;
     } else if (name != "forward") {
       std::cerr << "tfmc " << cmd << ": error: --entries: unknown entry '" << name
-                << "' (expected a comma list of forward, gradients, train_step, translate)\n";
+                << "' (expected a comma list of forward, gradients, train_step, accumulate, translate)\n";
       return false;
     }
     start = end + 1;

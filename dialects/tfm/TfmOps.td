@@ -514,4 +514,21 @@ def Tfm_AdamUpdateOp : Tfm_ExecOp<"adam_update", "adamUpdate", [MemoryEffects<[M
   let hasVerifier = 1;
 }
 
+def Tfm_GradAccumulateOp : Tfm_ExecOp<"grad_accumulate", "gradAccumulate", [MemoryEffects<[MemWrite]>, AllTypesMatch<["accumulator", "result"]>], 1> {
+  let summary = "accumulator = (reset ? 0 : accumulator) + weight * grad, in place (gradient accumulation)";
+  let description = [{
+    accumulator: a tfm.state of the parameter's shape ("grad_accum/<param>"); grad: its gradient
+    for one micro-batch; weight: tensor<f32>, the micro-batch's share of the update's target
+    tokens; reset: tensor<i32>, nonzero on the first micro-batch of an update (the accumulator is
+    overwritten, so whatever it held, including what a checkpoint does not save, is never read).
+    The result is the updated accumulator (tfm-accumulate-gradients; apply_update reads it).
+  }];
+  let arguments = (ins Tfm_F32Tensor:$accumulator, Tfm_F32Tensor:$grad, Tfm_F32<0>:$weight, Tfm_I32Scalar:$reset);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $accumulator `,` $grad `,` $weight `,` $reset attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif

@@ -51,6 +51,11 @@ LogicalResult expectCacheChain(Operation *op, Value cache) {
 LogicalResult CacheReorderOp::verify() { return expectCacheChain(*this, getCache()); }
 LogicalResult CacheWriteOp::verify() { return expectCacheChain(*this, getCache()); }
 
+LogicalResult GradAccumulateOp::verify() {
+  if (!getAccumulator().getDefiningOp<StateOp>()) return emitOpError("accumulator must be a tfm.state");
+  return success();
+}
+
 LogicalResult AdamUpdateOp::verify() {
   if (!getParam().getDefiningOp<ParamOp>()) return emitOpError("param must be the result of tfm.param");
   for (auto [moment, name] : {std::pair<Value, const char *>{getM(), "m"}, {getV(), "v"}})

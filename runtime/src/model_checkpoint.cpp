@@ -61,11 +61,11 @@ TensorRefList sortedRefs(const TensorMap &tensors) {
   return refs;  // std::map: already in name order
 }
 
-// The training state: the static session states of the default session (Adam moments), by name.
+// The training state: the checkpointed session states of the default session (Adam moments), by name.
 void trainingState(const Model::Impl &m, TensorRefList &out) {
   const auto &states = m.session->internals().states;
   for (size_t i = 0; i < m.artifact.states.size(); ++i)
-    if (isStaticState(m.artifact.states[i])) out.emplace_back(m.artifact.states[i].name, &states[i]);
+    if (isCheckpointedState(m.artifact.states[i])) out.emplace_back(m.artifact.states[i].name, &states[i]);
 }
 
 }  // namespace

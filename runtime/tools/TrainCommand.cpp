@@ -140,7 +140,7 @@ int trainCommand(const CommandLine &cl) {
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -221,11 +221,26 @@ int trainCommand(const CommandLine &cl) {
   const tfmrt::Artifact &a = model->artifact();
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
-  bool hasTrainStep = false;
-  for (const auto &fn : a.functions) hasTrainStep |= fn.name == "train_step";
-  if (!hasTrainStep) {
+  auto hasEntry = [&](const char *name) {
+    for (const auto &fn : a.functions)
+      if (fn.name == name) return true;
+    return false;
+  };
+  // --update-freq N: one step = the token-weighted sum of N batches' gradients (the
+  // accumulate_gradients and apply_update entries); 1 runs train_step.
+  const int64_t updateFreq = cl.getInt("update-freq", 1);
+  if (updateFreq < 1 || updateFreq > 1024) {
+    std::cerr << "tfmc train: error: --update-freq must be in [1, 1024], got " << updateFreq << "\n";
+    return 2;
+  }
+  if (updateFreq == 1 && !hasEntry("train_step")) {
     std::cerr << "tfmc train: error: " << rs.artifactPath
               << " has no train_step entry (compile it with --entries=forward,train_step)\n";
+    return 1;
+  }
+  if (updateFreq > 1 && !(hasEntry("accumulate_gradients") && hasEntry("apply_update"))) {
+    std::cerr << "tfmc train: error: --update-freq needs the accumulate entries: compile " << rs.artifactPath
+              << " with --entries=forward,train_step,accumulate\n";
     return 1;
   }
   DataSource data;
@@ -339,8 +354,21 @@ int trainCommand(const CommandLine &cl) {
     std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
                 rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
                 (long long)firstStep, (long long)(firstStep + steps - 1));
+  if (updateFreq > 1)
+    std::printf("gradient accumulation: %lld batches per step\n", (long long)updateFreq);
+  if ((firstStep + steps - 1) * updateFreq > INT32_MAX) {
+    std::cerr << "tfmc train: error: steps x --update-freq past " << INT32_MAX << " are not supported\n";
+    return 2;
+  }
   inputs.resize(3);
   inputs.push_back(tfmrt::Tensor::i32({}, {0}));
+  // accumulate_gradients also takes the batch's weight and whether it starts the update.
+  if (updateFreq > 1) {
+    inputs.push_back(tfmrt::Tensor::f32({}, {1.0f}));
+    inputs.push_back(tfmrt::Tensor::i32({}, {1}));
+  }
+  std::vector<tfmrt::Tensor> stepOutputs;
+  std::vector<tfmdata::Batch> micro(static_cast<size_t>(updateFreq));
   std::vector<tfmrt::Tensor> outputs;
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
@@ -350,21 +378,68 @@ int trainCommand(const CommandLine &cl) {
   double tokensSinceLog = 0;
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t step = firstStep + k;
-    if (corpus) {
-      // Step s uses batch (s - 1) mod n of epoch (s - 1) / n: a resumed run continues the order.
-      const int64_t n = data.train.batchesPerEpoch();
-      tfmdata::Batch b = data.train.batch((step - 1) / n, (step - 1) % n);
-      inputs[0] = std::move(b.src);
-      inputs[1] = std::move(b.tgtIn);
-      inputs[2] = std::move(b.tgtOut);
-    }
-    tokens += double(inputs[0].numel() + inputs[1].numel());
-    tokensSinceLog += double(inputs[0].numel() + inputs[1].numel());
-    inputs[3].data<int32_t>()[0] = int32_t(step);
+    int64_t epoch = 0;
     auto start = std::chrono::steady_clock::now();
-    if (auto s = model->run("train_step", inputs, outputs); !s.ok()) return fail("train", s);
+    if (updateFreq == 1) {
+      if (corpus) {
+        // Step s uses batch (s - 1) mod n of epoch (s - 1) / n: a resumed run continues the order.
+        const int64_t n = data.train.batchesPerEpoch();
+        tfmdata::Batch b = data.train.batch((step - 1) / n, (step - 1) % n);
+        epoch = (step - 1) / n + 1;
+        inputs[0] = std::move(b.src);
+        inputs[1] = std::move(b.tgtIn);
+        inputs[2] = std::move(b.tgtOut);
+      }
+      tokens += double(inputs[0].numel() + inputs[1].numel());
+      tokensSinceLog += double(inputs[0].numel() + inputs[1].numel());
+      inputs[3].data<int32_t>()[0] = int32_t(step);
+      start = std::chrono::steady_clock::now();
+      if (auto s = model->run("train_step", inputs, stepOutputs); !s.ok()) return fail("train", s);
+      loss = stepOutputs[0].data<float>()[0];
+      outputs = {std::move(stepOutputs[0]), std::move(stepOutputs[1])};
+    } else {
+      // Batch c = (s - 1) N + i is the i-th of step s (the order of N = 1, continued); each
+      // adds its gradient weighted by its share of the step's target tokens, so the update is
+      // the gradient of the mean loss over all of them. Dropout is keyed by c + 1.
+      const int64_t n = corpus ? data.train.batchesPerEpoch() : 1;
+      double targets = 0;
+      for (int64_t i = 0; i < updateFreq; ++i) {
+        const int64_t c = (step - 1) * updateFreq + i;
+        if (corpus) {
+          micro[size_t(i)] = data.train.batch(c / n, c % n);
+        } else {
+          micro[size_t(i)].src = inputs[0];
+          micro[size_t(i)].tgtIn = inputs[1];
+          micro[size_t(i)].tgtOut = inputs[2];
+          micro[size_t(i)].tgtTokens = 0;
+          const int32_t *t = inputs[2].data<int32_t>();
+          for (int64_t j = 0; j < inputs[2].numel(); ++j) micro[size_t(i)].tgtTokens += t[j] != info.padId;
+        }
+        targets += double(micro[size_t(i)].tgtTokens);
+      }
+      epoch = corpus ? ((step - 1) * updateFreq + updateFreq - 1) / n + 1 : 0;
+      start = std::chrono::steady_clock::now();
+      double stepLoss = 0;
+      for (int64_t i = 0; i < updateFreq; ++i) {
+        tfmdata::Batch &b = micro[size_t(i)];
+        const double weight = targets > 0 ? double(b.tgtTokens) / targets : 0.0;
+        tokens += double(b.src.numel() + b.tgtIn.numel());
+        tokensSinceLog += double(b.src.numel() + b.tgtIn.numel());
+        inputs[0] = std::move(b.src);
+        inputs[1] = std::move(b.tgtIn);
+        inputs[2] = std::move(b.tgtOut);
+        inputs[3].data<int32_t>()[0] = int32_t((step - 1) * updateFreq + i + 1);
+        inputs[4].data<float>()[0] = float(weight);
+        inputs[5].data<int32_t>()[0] = i == 0;
+        if (auto s = model->run("accumulate_gradients", inputs, stepOutputs); !s.ok()) return fail("train", s);
+        stepLoss += weight * double(stepOutputs[0].data<float>()[0]);
+      }
+      if (auto s = model->run("apply_update", {tfmrt::Tensor::i32({}, {int32_t(step)})}, stepOutputs); !s.ok())
+        return fail("train", s);
+      loss = float(stepLoss);
+      outputs = {tfmrt::Tensor::f32({}, {loss}), std::move(stepOutputs[0])};
+    }
     millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    loss = outputs[0].data<float>()[0];
     if (k == 0) firstLoss = loss;
     if (!std::isfinite(loss)) {
       std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
@@ -380,7 +455,6 @@ int trainCommand(const CommandLine &cl) {
       const double tokPerSec = interval > 0 ? tokensSinceLog / interval : 0.0;
       const double eta = elapsed / double(k + 1) * double(steps - k - 1);
       const double gradNorm = std::sqrt(double(outputs[1].data<float>()[0]));
-      const int64_t epoch = corpus ? (step - 1) / data.train.batchesPerEpoch() + 1 : 0;
       const double lr = info.scheduleKnown ? info.lrScale / std::sqrt(double(info.dModel)) *
                                                  std::min(1.0 / std::sqrt(double(step)),
                                                           double(step) * std::pow(double(info.warmupSteps), -1.5))

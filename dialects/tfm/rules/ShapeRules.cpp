@@ -256,6 +256,13 @@ std::string cacheWrite(const ShapeArgs &a, Dims &out) {
   return "";
 }
 
+std::string gradAccumulate(const ShapeArgs &a, Dims &out) {
+  Dims same;
+  if (!join(a[0], a[1], same)) return mismatch("grad must have the accumulator's shape", a[1], a[0]);
+  out = a[0];
+  return "";
+}
+
 std::string cachedAttention(const ShapeArgs &a, Dims &out) {
   const Dims &q = a[0], &k = a[1], &v = a[2];
   const int64_t width = a.attrInt("heads") * a.attrInt("head_dim");

@@ -110,6 +110,13 @@ inline bool isStaticState(const StateInfo &s) {
   return true;
 }
 
+// Gradient accumulators ("grad_accum/<param>") are static but scratch: the first micro-batch of
+// every update overwrites them, so checkpoints leave them out. Every other static state (the Adam
+// moments) is training state that checkpoints save.
+inline bool isCheckpointedState(const StateInfo &s) {
+  return isStaticState(s) && s.name.rfind("grad_accum/", 0) != 0;
+}
+
 struct Artifact {
   uint32_t formatVersion = kArtifactFormatVersion;
   std::string modelName;

@@ -25,3 +25,15 @@ func.func @decode_layer(%tok: tensor<?x1x8xf32>, %step: tensor<i32>, %parents: t
   %g = tfm.gathered_attention %a, %k, %v, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
   return %a, %g : tensor<?x1x8xf32>, tensor<?x1x8xf32>
 }
+
+// Gradient accumulation writes its state in place: kept by canonicalize + CSE though its result
+// is unused.
+// CHECK-LABEL: func.func @accumulate
+// CHECK: tfm.grad_accumulate %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+// KEPT-LABEL: func.func @accumulate
+// KEPT: tfm.grad_accumulate
+func.func @accumulate(%g: tensor<4x8xf32>, %w: tensor<f32>, %reset: tensor<i32>) {
+  %acc = tfm.state "grad_accum/p" : tensor<4x8xf32>
+  %0 = tfm.grad_accumulate %acc, %g, %w, %reset : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+  return
+}

@@ -658,3 +658,18 @@ func.func @matmul_mixed_element_types(%a: tensor<2x4xf32>, %b: tensor<3x4xbf16>)
   %0 = tfm.matmul %a, %b {transpose_b = true} : (tensor<2x4xf32>, tensor<3x4xbf16>) -> tensor<2x3xf32>
   return
 }
+
+// -----
+func.func @accumulate_not_state(%acc: tensor<4x8xf32>, %g: tensor<4x8xf32>, %w: tensor<f32>, %reset: tensor<i32>) {
+  // expected-error @+1 {{'tfm.grad_accumulate' op accumulator must be a tfm.state}}
+  %0 = tfm.grad_accumulate %acc, %g, %w, %reset : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+func.func @accumulate_wrong_shape(%g: tensor<4x9xf32>, %w: tensor<f32>, %reset: tensor<i32>) {
+  %acc = tfm.state "grad_accum/p" : tensor<4x8xf32>
+  // expected-error @+1 {{grad must have the accumulator's shape}}
+  %0 = tfm.grad_accumulate %acc, %g, %w, %reset : (tensor<4x8xf32>, tensor<4x9xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+  return
+}

@@ -26,27 +26,20 @@ std::vector<GoldenCase> allGoldenCases() {
   return cases;
 }
 
-std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
-                                             const char *fusion, bool gradients, bool trainStep, bool translate) {
-  tfmc::ModelSpec parsed;
+bool parseSpec(const std::string &spec, tfmc::ModelSpec &parsed) {
   std::vector<tfmc::SpecDiagnostic> diags;
-  const std::string path = kSource + "/models/" + spec + ".yaml";
-  if (!tfmc::parseModelSpecFile(path, parsed, diags)) {
+  if (!tfmc::parseModelSpecFile(kSource + "/models/" + spec + ".yaml", parsed, diags)) {
     ADD_FAILURE() << "spec does not parse: " << (diags.empty() ? "" : diags[0].render());
-    return nullptr;
+    return false;
   }
-  tfmc::PipelineOptions pipeline;
-  std::string error;
-  if (!pipeline.parseFusionList(fusion, error)) {
-    ADD_FAILURE() << error;
-    return nullptr;
-  }
-  pipeline.gradients = gradients;
-  pipeline.trainStep = trainStep;
-  pipeline.translate = translate;
+  return true;
+}
+
+std::unique_ptr<tfmrt::Model> compileAndLoad(const tfmc::ModelSpec &spec, tfmrt::KernelBackend backend,
+                                             const tfmc::PipelineOptions &pipeline) {
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
-  if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
+  if (failed(tfmc::compileModelSpec(spec, context, artifact, pipeline))) {
     ADD_FAILURE() << "compilation failed";
     return nullptr;
   }
@@ -56,6 +49,22 @@ std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::Ker
   tfmrt::Status status = tfmrt::Model::fromArtifact(std::move(artifact), options, model);
   EXPECT_TRUE(status.ok()) << status.message();
   return model;
+}
+
+std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::KernelBackend backend,
+                                             const char *fusion, bool gradients, bool trainStep, bool translate) {
+  tfmc::ModelSpec parsed;
+  if (!parseSpec(spec, parsed)) return nullptr;
+  tfmc::PipelineOptions pipeline;
+  std::string error;
+  if (!pipeline.parseFusionList(fusion, error)) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  pipeline.gradients = gradients;
+  pipeline.trainStep = trainStep;
+  pipeline.translate = translate;
+  return compileAndLoad(parsed, backend, pipeline);
 }
 
 void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol, double atol,

@@ -34,6 +34,12 @@ std::unique_ptr<tfmrt::Model> compileAndLoad(const std::string &spec, tfmrt::Ker
                                              const char *fusion, bool gradients = false, bool trainStep = false,
                                              bool translate = false);
 
+// models/<spec>.yaml parsed (a test failure recorded if it does not parse), to edit before compiling.
+bool parseSpec(const std::string &spec, tfmc::ModelSpec &parsed);
+// A parsed spec compiled with `pipeline` and loaded on `backend`; null (failure recorded) on error.
+std::unique_ptr<tfmrt::Model> compileAndLoad(const tfmc::ModelSpec &spec, tfmrt::KernelBackend backend,
+                                             const tfmc::PipelineOptions &pipeline);
+
 // |actual - expected| <= rtol * |expected| + atol elementwise.
 void expectClose(const tfmrt::Tensor &actual, const tfmrt::Tensor &expected, double rtol, double atol,
                  const std::string &what);

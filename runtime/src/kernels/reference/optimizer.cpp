@@ -1,4 +1,4 @@
-// tfm.lr_schedule and tfm.adam_update (tfm-apply-adam's ops). One implementation serves both
+// tfm.lr_schedule and tfm.adam_update (tfm-apply-adam's ops), tfm.grad_accumulate. One implementation serves both
 // backends: the update is a single pass over the parameter, vectorised, rows of threads.
 #include <cmath>
 #include <vector>
@@ -83,11 +83,39 @@ private:
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
 };
 
+// tfm.grad_accumulate: accumulator = (reset ? 0 : accumulator) + weight * grad. The accumulator
+// (operand #0) is session state written in place; reset overwrites, so nothing stale is read.
+class GradAccumulateKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.grad_accumulate"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    if (info.inputs[0]->kind != ValueKind::State)
+      return invalidArgument(cat("tfm.grad_accumulate's accumulator must be session state, got '", info.inputs[0]->name, "'"));
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    float *acc = a.outputs[0].as<float>();
+    const float *grad = a.inputs[1].as<float>();
+    const float weight = a.inputs[2].as<float>()[0];
+    const bool reset = a.inputs[3].as<int32_t>()[0] != 0;
+    const int64_t n = a.inputs[1].numel();
+    if (reset) {
+#pragma omp parallel for simd if (n >= kParallelMinElements)
+      for (int64_t i = 0; i < n; ++i) acc[i] = weight * grad[i];
+    } else {
+#pragma omp parallel for simd if (n >= kParallelMinElements)
+      for (int64_t i = 0; i < n; ++i) acc[i] += weight * grad[i];
+    }
+    return Status::OK();
+  }
+};
+
 }  // namespace
 
 void registerReferenceOptimizer(KernelRegistry &r) {
   r.add(referenceKey("tfm.lr_schedule", DType::I32), makeKernel<LrScheduleKernel>);  // keyed by the step
   r.add(referenceKey("tfm.adam_update"), makeKernel<AdamUpdateKernel>);
+  r.add(referenceKey("tfm.grad_accumulate"), makeKernel<GradAccumulateKernel>);
 }
 
 }  // namespace tfmrt
