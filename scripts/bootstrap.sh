@@ -22,6 +22,8 @@ PACKAGES=(
   python3-torch python3-numpy python3-yaml libopenblas0-openmp
   # learning curves of the Multi30k recipe (scripts/plot_metrics.py)
   python3-matplotlib
+  # fuzzing campaigns (scripts/fuzz.sh; CI only replays the corpus with the regular build)
+  clang-19 libclang-rt-19-dev
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -173,11 +174,21 @@ NumberParse parseFloat(const std::string &s, double &out) {
 enum class Kind { Int, Float, Bool, Enum };
 enum class Range { Any, Positive, NonNegative, Probability /* [0, 1) */ };
 
+// Upper bounds far beyond any model this tool can train or run (transformer-big: d_model 1024,
+// d_ff 4096, 6 layers, 37k vocabulary), so that every size and product of sizes downstream
+// (weights, position tables, activations) fits an int64 and no absurd allocation is attempted.
+constexpr int64_t kMaxWidth = 1 << 16;    // d_model (d_ff: 4x)
+constexpr int64_t kMaxLayers = 1024;      // encoder_layers, decoder_layers
+constexpr int64_t kMaxVocab = 1 << 24;    // src/tgt_vocab_size
+constexpr int64_t kMaxLen = 1 << 20;      // max_len, compile lengths, max_length_offset
+constexpr int64_t kMaxTokens = 1 << 28;   // batch_tokens, compile batch
+
 struct Field {
   std::string name;
   Kind kind = Kind::Int;
   bool required = false;
   Range range = Range::Any;
+  int64_t max = INT64_MAX;  // integers: sizes beyond any buildable model are refused here
   int64_t *i = nullptr;
   double *d = nullptr;
   bool *b = nullptr;
@@ -190,8 +201,9 @@ struct Field {
   YAML::Mark keyMark, valueMark;
 };
 
-Field intField(const char *name, int64_t &v, Range range, bool required = false) {
+Field intField(const char *name, int64_t &v, Range range, bool required = false, int64_t max = INT64_MAX) {
   Field f;
+  f.max = max;
   f.name = name;
   f.kind = Kind::Int;
   f.range = range;
@@ -306,19 +318,19 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
   ModelSection &m = spec.model;
   Section model("model", /*required=*/true);
   model.fields = {
-      intField("d_model", m.d_model, Range::Positive, true),
-      intField("heads", m.heads, Range::Positive, true),
-      intField("d_ff", m.d_ff, Range::Positive, true),
-      intField("encoder_layers", m.encoder_layers, Range::Positive, true),
-      intField("decoder_layers", m.decoder_layers, Range::Positive, true),
-      intField("src_vocab_size", m.src_vocab_size, Range::Positive, true),
-      intField("tgt_vocab_size", m.tgt_vocab_size, Range::Positive, true),
+      intField("d_model", m.d_model, Range::Positive, true, kMaxWidth),
+      intField("heads", m.heads, Range::Positive, true, 1024),
+      intField("d_ff", m.d_ff, Range::Positive, true, 4 * kMaxWidth),
+      intField("encoder_layers", m.encoder_layers, Range::Positive, true, kMaxLayers),
+      intField("decoder_layers", m.decoder_layers, Range::Positive, true, kMaxLayers),
+      intField("src_vocab_size", m.src_vocab_size, Range::Positive, true, kMaxVocab),
+      intField("tgt_vocab_size", m.tgt_vocab_size, Range::Positive, true, kMaxVocab),
       boolField("tie_src_tgt_embeddings", m.tie_src_tgt_embeddings),
       boolField("tie_output_projection", m.tie_output_projection),
       enumField<PositionKind>(
           "positions", m.positions,
           {{"sinusoidal", PositionKind::Sinusoidal}, {"learned", PositionKind::Learned}}),
-      intField("max_len", m.max_len, Range::Positive),
+      intField("max_len", m.max_len, Range::Positive, false, kMaxLen),
       enumField<NormPlacement>("norm", m.norm,
                                {{"post", NormPlacement::Post}, {"pre", NormPlacement::Pre}}),
       enumField<Activation>("activation", m.activation,
@@ -339,28 +351,28 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       floatField("adam_beta1", t.adam_beta1, Range::Probability),
       floatField("adam_beta2", t.adam_beta2, Range::Probability),
       floatField("adam_eps", t.adam_eps, Range::Positive),
-      intField("warmup_steps", t.warmup_steps, Range::Positive),
+      intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
       floatField("lr_scale", t.lr_scale, Range::Positive),
-      intField("batch_tokens", t.batch_tokens, Range::Positive),
-      intField("max_steps", t.max_steps, Range::Positive),
+      intField("batch_tokens", t.batch_tokens, Range::Positive, false, kMaxTokens),
+      intField("max_steps", t.max_steps, Range::Positive, false, INT32_MAX),
       intField("seed", t.seed, Range::NonNegative),
   };
 
   DecodingSection &d = spec.decoding;
   Section decoding("decoding", /*required=*/false);
   decoding.fields = {
-      intField("beam_size", d.beam_size, Range::Positive),
+      intField("beam_size", d.beam_size, Range::Positive, false, 1024),
       floatField("length_penalty", d.length_penalty, Range::NonNegative),
       floatField("max_length_ratio", d.max_length_ratio, Range::Positive),
-      intField("max_length_offset", d.max_length_offset, Range::NonNegative),
+      intField("max_length_offset", d.max_length_offset, Range::NonNegative, false, kMaxLen),
   };
 
   CompileSection &c = spec.compile;
   Section compile("compile", /*required=*/false);
   compile.fields = {
-      intField("batch", c.batch, Range::Positive),
-      intField("src_len", c.src_len, Range::Positive),
-      intField("tgt_len", c.tgt_len, Range::Positive),
+      intField("batch", c.batch, Range::Positive, false, kMaxTokens),
+      intField("src_len", c.src_len, Range::Positive, false, kMaxLen),
+      intField("tgt_len", c.tgt_len, Range::Positive, false, kMaxLen),
   };
 
   sections_ = {std::move(model), std::move(training), std::move(decoding), std::move(compile)};
@@ -755,6 +767,11 @@ void SpecParser::checkRange(Field &f, const std::string &text) {
       requirement = "must be in [0, 1)";
     break;
   }
+  std::string limit;
+  if (!requirement && f.i && *f.i > f.max) {
+    limit = "must be at most " + std::to_string(f.max);
+    requirement = limit.c_str();
+  }
   if (requirement) {
     error(f.valueMark, quote(f.name) + " " + requirement + ", got " + text);
     return;
@@ -813,6 +830,27 @@ void SpecParser::crossChecks() {
       spec_.model.positions == PositionKind::Sinusoidal && i64("model", "d_model") % 2 != 0)
     error(where("model", "d_model"),
           "'d_model' must be even with 'positions: sinusoidal', got " + num("model", "d_model"));
+
+  // Weights must fit a machine: 2^36 f32 parameters (256 GiB) is far past any model this tool
+  // runs. Counted in doubles (no overflow); the error names the key of the largest term.
+  if (ok("model", "d_model") && ok("model", "d_ff") && ok("model", "encoder_layers") &&
+      ok("model", "decoder_layers") && ok("model", "src_vocab_size") && ok("model", "tgt_vocab_size")) {
+    const double d = double(spec_.model.d_model), ff = double(spec_.model.d_ff);
+    const double layers = double(spec_.model.encoder_layers + spec_.model.decoder_layers);
+    const double vocab = double(spec_.model.src_vocab_size + spec_.model.tgt_vocab_size) * d;
+    const double attention = layers * 4 * d * d + double(spec_.model.decoder_layers) * 4 * d * d;
+    const double ffn = layers * 2 * d * ff;
+    const double total = vocab + attention + ffn;
+    if (total > double(int64_t(1) << 36)) {
+      const char *key = vocab >= attention && vocab >= ffn ? "src_vocab_size"
+                        : ffn >= attention                 ? "d_ff"
+                                                           : "d_model";
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "the model would have %.3g parameters (%.0f GiB of f32 weights), past the limit of 2^36; ",
+                    total, total * 4 / double(1 << 30));
+      error(where("model", key), std::string(buf) + "'" + key + "' contributes the most");
+    }
+  }
 
   // One shared embedding table needs one vocabulary. (tie_output_projection only involves the
   // target side, so it has no such constraint.)

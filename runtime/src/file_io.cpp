@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "format.h"
 
@@ -30,7 +31,9 @@ Status writeFileBytes(const std::string &path, const char *what, const void *dat
   std::FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f) return ioError(cat("cannot open ", what, " '", path, "' for writing: ", std::strerror(errno)));
   size_t put = size ? std::fwrite(data, 1, size, f) : 0;
-  bool ok = put == size && std::fflush(f) == 0;
+  // On disk before the rename: a crash of the machine (not only of the process) then leaves
+  // either the old file or the new one.
+  bool ok = put == size && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;

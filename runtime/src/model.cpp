@@ -56,6 +56,9 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
     Impl &impl = *m->impl_;
     impl.artifact = std::move(artifact);
     impl.options = options;
+    // Kernels create their oneDNN primitives here: with the thread count they will run with.
+    // A primitive made for 2 threads and run under 1 took ~500x longer on a loaded machine.
+    OmpThreadsScope threads(options.num_threads);
     if (options.backend == KernelBackend::Dnnl) TFMRT_RETURN_IF_ERROR(createCpuDevice(impl.device));
     for (const Constant &c : impl.artifact.constants) {
       Tensor t(c.dtype, c.shape);

@@ -48,7 +48,7 @@ const std::vector<FloatField> &floatFields() {
       {"training.label_smoothing", &ModelInfo::labelSmoothing, 0, 1},
       {"decoding.length_penalty", &ModelInfo::lengthPenalty, -1e6, 1e6},
       {"decoding.max_length_ratio", &ModelInfo::maxLengthRatio, 0, 1e6},
-      {"schedule.lr_scale", &ModelInfo::lrScale, 0, 1e6},
+      {"schedule.lr_scale", &ModelInfo::lrScale, 0, 1e300},  // any finite positive value the spec allows
   };
   return f;
 }

@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <numeric>
 #include <optional>
+#include <csignal>
 #include <sys/stat.h>
 
 #include "Commands.h"
@@ -132,6 +134,66 @@ double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt:
   return tokens > 0 ? total / tokens : NAN;
 }
 
+// SIGINT / SIGTERM end training after the current step, with a checkpoint (exit 128 + signal,
+// as shells report it). A second signal while that checkpoint is written kills at once: writes
+// are atomic, so the previous checkpoint is still intact.
+volatile std::sig_atomic_t gStopSignal = 0;
+
+extern "C" void onStopSignal(int sig) {
+  if (gStopSignal) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  gStopSignal = sig;
+}
+
+class StopSignals {
+public:
+  StopSignals() {
+    gStopSignal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = onStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oldInt_);
+    sigaction(SIGTERM, &sa, &oldTerm_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &oldInt_, nullptr);
+    sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
+
+private:
+  struct sigaction oldInt_ {}, oldTerm_ {};
+};
+
+// The first parameter holding a NaN or an infinity, or "" (after a step whose loss or gradient
+// was not finite, this names where the damage reached the weights).
+std::string firstNonFiniteParameter(const tfmrt::Model &model) {
+  for (const auto &p : model.artifact().params) {
+    const tfmrt::Tensor *w = model.weight(p.name);
+    if (!w) continue;
+    const float *v = w->data<float>();
+    for (int64_t i = 0; i < w->numel(); ++i)
+      if (!std::isfinite(v[i])) return p.name;
+  }
+  return "";
+}
+
+// Fails early (before any training) when `path` cannot be written: the directory is missing or
+// not writable. Probes with the temporary name the atomic writer uses.
+bool writable(const std::string &path, std::string &why) {
+  const std::string probe = path + ".tmp";
+  std::FILE *f = std::fopen(probe.c_str(), "wb");
+  if (!f) {
+    why = std::strerror(errno);
+    return false;
+  }
+  std::fclose(f);
+  std::remove(probe.c_str());
+  return true;
+}
+
 }  // namespace
 
 // `tfmc train`: compiled training steps (the train_step entry) on one batch (--inputs or the
@@ -215,6 +277,14 @@ int trainCommand(const CommandLine &cl) {
       if (f) std::fclose(f);
     }
   } closeMetrics{metrics};
+  for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "checkpoint"},
+                                   {rs.saveWeights, "--save-weights file"}}) {
+    std::string why;
+    if (!path.empty() && !writable(path, why)) {
+      std::cerr << "tfmc train: error: cannot write the " << what << " '" << path << "': " << why << "\n";
+      return 1;
+    }
+  }
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
@@ -289,8 +359,10 @@ int trainCommand(const CommandLine &cl) {
   CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}};
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
   std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
+  int64_t lastSaved = resume.empty() ? 0 : firstStep - 1;  // the step the checkpoint on disk holds
   auto save = [&](int64_t step) {
     if (auto s = model->saveCheckpoint(checkpoint, step, checkpointMeta); !s.ok()) return fail("train", s);
+    lastSaved = step;
     std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
     if (keepLast > 0) {
       const std::string numbered = saveDir + "/checkpoint_" + std::to_string(step);
@@ -373,6 +445,7 @@ int trainCommand(const CommandLine &cl) {
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
   float firstLoss = NAN, loss = NAN;
+  StopSignals stopSignals;
   trainStart = std::chrono::steady_clock::now();
   auto lastLog = trainStart;
   double tokensSinceLog = 0;
@@ -441,8 +514,17 @@ int trainCommand(const CommandLine &cl) {
     }
     millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (k == 0) firstLoss = loss;
-    if (!std::isfinite(loss)) {
-      std::cerr << "tfmc train: error: the loss is not finite at step " << step << "\n";
+    const double sqNorm = double(outputs[1].data<float>()[0]);
+    if (!std::isfinite(loss) || !std::isfinite(sqNorm)) {
+      // The step already updated the weights in place: stop before anything is saved.
+      const std::string param = firstNonFiniteParameter(*model);
+      std::cerr << "tfmc train: error: step " << step << ": " << (std::isfinite(loss) ? "the gradient" : "the loss")
+                << " is not finite (loss " << loss << ", gradient norm " << std::sqrt(sqNorm) << ")";
+      if (!param.empty()) std::cerr << "; the first non-finite parameter after the update is '" << param << "'";
+      std::cerr << ". Nothing was saved";
+      if (!checkpoint.empty() && lastSaved > 0)
+        std::cerr << "; " << checkpoint << " still holds step " << lastSaved << " (lower the learning rate and --resume it)";
+      std::cerr << "\n";
       return 1;
     }
     // Schedules count absolute steps, so a resumed run logs, evaluates and saves where an
@@ -454,7 +536,7 @@ int trainCommand(const CommandLine &cl) {
       const double interval = std::chrono::duration<double>(now - lastLog).count();
       const double tokPerSec = interval > 0 ? tokensSinceLog / interval : 0.0;
       const double eta = elapsed / double(k + 1) * double(steps - k - 1);
-      const double gradNorm = std::sqrt(double(outputs[1].data<float>()[0]));
+      const double gradNorm = std::sqrt(sqNorm);
       const double lr = info.scheduleKnown ? info.lrScale / std::sqrt(double(info.dModel)) *
                                                  std::min(1.0 / std::sqrt(double(step)),
                                                           double(step) * std::pow(double(info.warmupSteps), -1.5))
@@ -479,8 +561,18 @@ int trainCommand(const CommandLine &cl) {
     }
     if (data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
-    if (!checkpoint.empty() && (k + 1 == steps || stop || (checkpointEvery > 0 && step % checkpointEvery == 0)))
+    const bool interrupted = gStopSignal != 0;
+    if (!checkpoint.empty() &&
+        (k + 1 == steps || stop || interrupted || (checkpointEvery > 0 && step % checkpointEvery == 0)))
       if (int code = save(step)) return code;
+    if (interrupted) {
+      const int sig = gStopSignal;
+      std::printf("interrupted by %s after step %lld: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)step,
+                  checkpoint.empty() ? "no --checkpoint or --save-dir, nothing saved"
+                                     : ("resume with --resume " + checkpoint).c_str());
+      std::fflush(stdout);
+      return 128 + sig;
+    }
     if (stop) break;
   }
   std::vector<double> steady(millis.size() > 1 ? millis.begin() + 1 : millis.begin(), millis.end());

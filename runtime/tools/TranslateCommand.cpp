@@ -17,41 +17,13 @@
 #include "tfmdata/bleu.h"
 #include "tfmdata/corpus.h"
 #include "tfmdata/search.h"
+#include "tfmdata/text.h"
 #include "tfmdata/tokenizer.h"
 
 namespace tfmc {
 namespace {
 
 enum class OutputFormat { Text, Pieces, Ids };
-
-// Replaces every byte sequence that is not valid UTF-8 with U+FFFD; returns whether any was.
-bool sanitiseUtf8(std::string &line) {
-  std::string out;
-  bool bad = false;
-  const auto *p = reinterpret_cast<const unsigned char *>(line.data());
-  const size_t n = line.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = p[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok && len > 1) {  // no overlong forms, surrogates or code points past U+10FFFF
-      uint32_t cp = c & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-      ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-    }
-    if (ok) {
-      out.append(line, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      bad = true;
-      ++i;
-    }
-  }
-  if (bad) line = std::move(out);
-  return bad;
-}
 
 // Input problems said once per run on stderr, with the first line number (1-based).
 struct InputNotes {
@@ -98,7 +70,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   const int64_t maxSource = job.translator->options().maxLen - 1;  // tokens before </s>
   for (size_t i = 0; i < sources.size(); ++i) {
     std::string line = sources[i];
-    if (sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
+    if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
     TFMRT_RETURN_IF_ERROR(job.tok->encode(line, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
   }

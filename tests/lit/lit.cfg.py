@@ -15,6 +15,10 @@ config.environment["PATH"] = path
 # lit runs tests side by side; OpenMP threads that spin-wait for work then starve each other (a
 # 2-core machine ran the suite 10x slower). Sleeping waiters cost little when a core is free.
 config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
+# A sanitizer build (scripts/test.sh --sanitize) keeps its settings inside lit's clean environment.
+for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
 config.substitutions.append(("%models", os.path.join(config.tfmc_source_dir, "models")))
 # The interpreter running lit (standard library only in tests).
 import sys

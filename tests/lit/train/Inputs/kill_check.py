@@ -1,0 +1,73 @@
+"""Crash safety of `tfmc train`: SIGKILL at random moments, resume, repeat.
+
+    kill_check.py KILLS WORKDIR STEPS -- tfmc train <artifact> [options]
+
+Runs the command once uninterrupted (STEPS steps, --checkpoint WORKDIR/ref). Then trains the
+same STEPS with --checkpoint-every 1 into WORKDIR/ck, killing the process with SIGKILL after a
+random delay KILLS times (a fixed seed); each restart resumes from WORKDIR/ck, which must load
+(a corrupt or missing-but-expected checkpoint fails the resume). Finally the run completes and
+its checkpoint must equal the uninterrupted one byte for byte. Prints the counts FileCheck reads.
+"""
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+
+def checkpoint_step(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    return int(header["__metadata__"]["step"])
+
+
+def main():
+    split = sys.argv.index("--")
+    kills, work, steps = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    cmd = sys.argv[split + 1:]
+    ref, ck = os.path.join(work, "ref"), os.path.join(work, "ck")
+    subprocess.run(cmd + ["--steps", str(steps), "--checkpoint", ref], check=True, stdout=subprocess.DEVNULL)
+
+    rng = random.Random(1)
+    done = killed = during_write = restarts = 0
+    start = time.monotonic()
+    while True:
+        args = cmd + ["--checkpoint", ck, "--checkpoint-every", "1"]
+        remaining = steps
+        if os.path.exists(ck):
+            done = checkpoint_step(ck)  # a torn file would raise here or fail the resume below
+            remaining = steps - done
+            args += ["--resume", ck]
+        if remaining == 0:
+            break
+        args += ["--steps", str(remaining)]
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        restarts += 1
+        if killed < kills:
+            # Start-up (loading, kernel preparation) takes a few tenths of a second: kills land
+            # there, between steps and inside checkpoint writes.
+            delay = rng.uniform(0.0, 0.45)
+            try:
+                proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                killed += 1
+                during_write += os.path.exists(ck + ".tmp")
+                continue
+        err = proc.communicate()[1]
+        if proc.returncode != 0:
+            print(f"restart {restarts} failed (exit {proc.returncode}): {err.decode(errors='replace')}")
+            sys.exit(1)
+    same = open(ck, "rb").read() == open(ref, "rb").read()
+    print(f"kills: {killed} (during a checkpoint write: {during_write}), restarts: {restarts}, "
+          f"{time.monotonic() - start:.1f} s")
+    print(f"final step {checkpoint_step(ck)} of {steps}; same checkpoint as the uninterrupted run: {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
