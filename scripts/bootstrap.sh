@@ -23,7 +23,7 @@ PACKAGES=(
   # learning curves of the Multi30k recipe (scripts/plot_metrics.py)
   python3-matplotlib
   # fuzzing campaigns (scripts/fuzz.sh; CI only replays the corpus with the regular build)
-  clang-19 libclang-rt-19-dev
+  clang-19 libclang-rt-19-dev libomp-19-dev
 )
 
 missing=()

@@ -28,7 +28,7 @@ struct ColumnSource {
 
 ColumnSource columnSource(Value splitInput) {
   if (auto slice = splitInput.getDefiningOp<tfm::SliceLastOp>())
-    return {slice.getInput(), slice.getOffset()};
+    return {slice.getInput(), static_cast<int64_t>(slice.getOffset())};
   return {splitInput, 0};
 }
 
