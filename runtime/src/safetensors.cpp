@@ -108,6 +108,8 @@ Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, Me
       }
       continue;
     }
+    // The writer refuses an empty name, so the reader does too (found by fuzz_safetensors).
+    if (name.empty()) return invalidArgument(cat(src, ": a tensor has an empty name"));
     Entry e;
     TFMRT_RETURN_IF_ERROR(parseEntry(src, name, v, e));
     entries.push_back(std::move(e));
