@@ -317,9 +317,7 @@ int trainCommand(const CommandLine &cl) {
   if (corpus)
     if (int code = loadData(cl, a, data)) return code;
   if (data.hasValid) {
-    bool hasForward = false;
-    for (const auto &fn : a.functions) hasForward |= fn.name == "forward";
-    if (!hasForward) {
+    if (!hasEntry("forward")) {
       std::cerr << "tfmc train: error: validation needs the forward entry (compile with --entries=forward,train_step) "
                    "or pass --valid-split none\n";
       return 1;
@@ -348,9 +346,7 @@ int trainCommand(const CommandLine &cl) {
   }
   const int64_t logEvery = std::max<int64_t>(1, cl.getInt("log-every", std::max<int64_t>(1, steps / 10)));
   if (validBleu) {
-    bool translates = false;
-    for (const auto &fn : a.functions) translates |= fn.name == "decode_step";
-    if (!translates) {
+    if (!hasEntry("decode_step")) {
       std::cerr << "tfmc train: error: --valid-bleu translates the validation set: compile with "
                    "--entries=forward,train_step,translate\n";
       return 1;
