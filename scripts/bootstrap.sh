@@ -24,6 +24,9 @@ PACKAGES=(
   python3-matplotlib
   # fuzzing campaigns (scripts/fuzz.sh; CI only replays the corpus with the regular build)
   clang-19 libclang-rt-19-dev libomp-19-dev
+  # data-parallel training (mpirun -np N tfmc train; tfmc loads libmpi at run time, so it still
+  # builds and runs single-process without these)
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

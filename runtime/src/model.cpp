@@ -169,6 +169,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
 
 const Artifact &Model::artifact() const { return impl_->artifact; }
 const RuntimeOptions &Model::options() const { return impl_->options; }
+Session &Model::defaultSession() { return *impl_->session; }
 
 std::vector<KernelProfile> Model::profile() const {
   std::vector<KernelProfile> out;
@@ -265,6 +266,10 @@ const Tensor *Session::state(const std::string &name) const {
   for (size_t i = 0; i < a.states.size() && i < impl_->states.size(); ++i)
     if (a.states[i].name == name) return impl_->states[i].shape.empty() ? nullptr : &impl_->states[i];
   return nullptr;
+}
+
+Tensor *Session::mutableState(const std::string &name) {
+  return const_cast<Tensor *>(static_cast<const Session *>(this)->state(name));
 }
 
 int64_t Session::stateBytes() const {

@@ -76,7 +76,9 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
 }
 
 int fail(const char *cmd, const tfmrt::Status &status) {
-  std::cerr << "tfmc " << cmd << ": error: " << status.message() << "\n";
+  // One write, so the lines of processes sharing a terminal (mpirun ranks) do not interleave.
+  const std::string line = std::string("tfmc ") + cmd + ": error: " + status.message() + "\n";
+  std::fputs(line.c_str(), stderr);
   return 1;
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <numeric>
@@ -21,6 +22,7 @@
 #include "tfmdata/corpus.h"
 #include "tfmdata/search.h"
 #include "tfmdata/tokenizer.h"
+#include "tfmdist/communicator.h"
 
 namespace tfmc {
 namespace {
@@ -194,15 +196,73 @@ bool writable(const std::string &path, std::string &why) {
   return true;
 }
 
+// Fingerprint of every weight, in parameter order: ranks compare it to prove they hold the same model.
+uint64_t weightsFingerprint(const tfmrt::Model &model) {
+  uint64_t h = tfmdist::fingerprint(nullptr, 0);
+  for (const auto &p : model.artifact().params)
+    if (const tfmrt::Tensor *w = model.weight(p.name)) h = tfmdist::fingerprint(w->rawData(), w->nbytes(), h);
+  return h;
+}
+
+uint64_t fileFingerprint(const std::string &path) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) return 0;
+  uint64_t h = tfmdist::fingerprint(nullptr, 0);
+  std::vector<char> buf(1 << 20);
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) h = tfmdist::fingerprint(buf.data(), n, h);
+  std::fclose(f);
+  return h;
+}
+
+// Under mpirun: every rank must hold the same `what` (artifact, weights, data, options). Returns
+// 0 when they agree; otherwise every rank prints which ranks differ and returns 1 (all ranks take
+// the same branch, so none is left waiting in a collective).
+int ranksAgree(tfmdist::Communicator &comm, const char *what, uint64_t value, const char *advice) {
+  std::vector<uint64_t> all;
+  if (auto s = comm.allgather(value, all); !s.ok()) return fail("train", s);
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)value);
+      // One write: the launcher forwards it as one piece, not interleaved with other ranks' lines.
+      const std::string message = "tfmc train: error: rank " + std::to_string(comm.rank()) + " of " +
+                                  std::to_string(comm.size()) + ": the ranks do not hold the same " + what +
+                                  " (rank 0 and rank " + std::to_string(r) + " differ; this rank's fingerprint " + buf +
+                                  "): " + advice + "\n";
+      std::fputs(message.c_str(), stderr);
+      return 1;
+    }
+  return 0;
+}
+
 }  // namespace
+
+int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm);
+
+// `tfmc train` under an MPI launcher or alone. A rank that fails on its own ends the whole job:
+// the others would otherwise wait for it in the next collective forever.
+int trainCommand(const CommandLine &cl) {
+  std::unique_ptr<tfmdist::Communicator> comm;
+  if (auto s = tfmdist::Communicator::create(comm); !s.ok()) return fail("train", s);
+  if (comm->distributed() && comm->rank() != 0) {
+    // One log: rank 0 prints progress; the others print only their errors (stderr).
+    if (!std::freopen("/dev/null", "w", stdout)) std::cerr << "tfmc train: warning: rank " << comm->rank() << " logs to stdout too\n";
+  }
+  const int code = trainOnRanks(cl, *comm);
+  if (code != 0 && comm->distributed()) comm->abortJob(code);
+  return code;
+}
 
 // `tfmc train`: compiled training steps (the train_step entry) on one batch (--inputs or the
 // built-in sample) or on a corpus (--data), with checkpoints and exact resume.
-int trainCommand(const CommandLine &cl) {
+int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
+  const bool distributed = comm.distributed();
+  const bool leader = comm.rank() == 0;  // the rank that writes checkpoints, metrics and validation
+  const int64_t ranks = comm.size();
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -214,6 +274,15 @@ int trainCommand(const CommandLine &cl) {
     return 2;
   }
   const bool corpus = cl.has("data");
+  if (distributed && !corpus) {
+    std::cerr << "tfmc train: error: under mpirun every rank trains on its own share of a corpus: pass --data\n";
+    return 2;
+  }
+  const int64_t checkWeightsEvery = cl.getInt("check-weights-every", 100);
+  if (checkWeightsEvery < 0) {
+    std::cerr << "tfmc train: error: --check-weights-every must be >= 0\n";
+    return 2;
+  }
   if (corpus && (cl.has("inputs") || cl.has("batch") || cl.has("src-len") || cl.has("tgt-len"))) {
     std::cerr << "tfmc train: error: --data batches the corpus itself; drop --inputs/--batch/--src-len/--tgt-len\n";
     return 2;
@@ -226,7 +295,7 @@ int trainCommand(const CommandLine &cl) {
     std::cerr << "tfmc train: error: --save-dir writes <dir>/checkpoint_last itself; drop --checkpoint\n";
     return 2;
   }
-  if (!saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
+  if (leader && !saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
     std::cerr << "tfmc train: error: cannot create --save-dir '" << saveDir << "'\n";
     return 1;
   }
@@ -264,7 +333,7 @@ int trainCommand(const CommandLine &cl) {
   const int64_t evalEvery = cl.getInt("eval-every", 0);
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
-  if (cl.has("metrics")) {
+  if (cl.has("metrics") && leader) {
     metrics = std::fopen(cl.get("metrics").c_str(), "a");
     if (!metrics) {
       std::cerr << "tfmc train: error: cannot write the metrics file '" << cl.get("metrics") << "'\n";
@@ -280,7 +349,7 @@ int trainCommand(const CommandLine &cl) {
   for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "checkpoint"},
                                    {rs.saveWeights, "--save-weights file"}}) {
     std::string why;
-    if (!path.empty() && !writable(path, why)) {
+    if (leader && !path.empty() && !writable(path, why)) {
       std::cerr << "tfmc train: error: cannot write the " << what << " '" << path << "': " << why << "\n";
       return 1;
     }
@@ -303,13 +372,17 @@ int trainCommand(const CommandLine &cl) {
     std::cerr << "tfmc train: error: --update-freq must be in [1, 1024], got " << updateFreq << "\n";
     return 2;
   }
-  if (updateFreq == 1 && !hasEntry("train_step")) {
+  // Under mpirun every step sums gradients across ranks between the two accumulate entries.
+  const bool accumulate = updateFreq > 1 || distributed;
+  const int64_t batchesPerStep = updateFreq * ranks;  // the global batch of one step
+  if (!accumulate && !hasEntry("train_step")) {
     std::cerr << "tfmc train: error: " << rs.artifactPath
               << " has no train_step entry (compile it with --entries=forward,train_step)\n";
     return 1;
   }
-  if (updateFreq > 1 && !(hasEntry("accumulate_gradients") && hasEntry("apply_update"))) {
-    std::cerr << "tfmc train: error: --update-freq needs the accumulate entries: compile " << rs.artifactPath
+  if (accumulate && !(hasEntry("accumulate_gradients") && hasEntry("apply_update"))) {
+    std::cerr << "tfmc train: error: " << (distributed ? "data-parallel training (mpirun)" : "--update-freq")
+              << " needs the accumulate entries: compile " << rs.artifactPath
               << " with --entries=forward,train_step,accumulate\n";
     return 1;
   }
@@ -329,6 +402,26 @@ int trainCommand(const CommandLine &cl) {
     if (auto s = model->loadCheckpoint(resume, last, &resumed); !s.ok()) return fail("train", s);
     if (corpus)
       if (int code = checkTokenizer("train", resumed, resume, *data.tok, data.tokPath)) return code;
+    // The batch order is a function of the global batch (ranks x --update-freq): a resume
+    // continues exactly when that is unchanged, however it is split over ranks (re-sharding
+    // 2 ranks x 1 into 1 x 2 is deliberate and exact); another global batch is refused.
+    const auto wasRanks = resumed.find("data_parallel_ranks"), wasBatches = resumed.find("batches_per_step");
+    const int64_t previousRanks = wasRanks == resumed.end() ? 1 : std::atoll(wasRanks->second.c_str());
+    if (wasBatches != resumed.end()) {
+      const int64_t previous = std::atoll(wasBatches->second.c_str());
+      if ((distributed || previousRanks != 1) && previous != batchesPerStep) {
+        std::cerr << "tfmc train: error: " << resume << " was written by a run of " << previousRanks << " rank(s) with "
+                  << previous << " batches per step; this run has " << ranks << " rank(s) x --update-freq " << updateFreq
+                  << " = " << batchesPerStep
+                  << ": resume with the same global batch (ranks x --update-freq), so the batch order continues exactly\n";
+        return 1;
+      }
+      if (previousRanks != ranks)
+        std::printf("re-sharded: %s was written by %lld rank(s); %lld rank(s) x --update-freq %lld continue the same %lld "
+                    "batches per step\n",
+                    resume.c_str(), (long long)previousRanks, (long long)ranks, (long long)updateFreq,
+                    (long long)batchesPerStep);
+    }
     firstStep = last + 1;
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
   }
@@ -354,9 +447,12 @@ int trainCommand(const CommandLine &cl) {
   }
   CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}};
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
+  checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
+  checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);
   std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
   int64_t lastSaved = resume.empty() ? 0 : firstStep - 1;  // the step the checkpoint on disk holds
   auto save = [&](int64_t step) {
+    if (!leader) return 0;  // one writer: the checkpoint is the same model on every rank
     if (auto s = model->saveCheckpoint(checkpoint, step, checkpointMeta); !s.ok()) return fail("train", s);
     lastSaved = step;
     std::printf("checkpoint %s (step %lld)\n", checkpoint.c_str(), (long long)step);
@@ -424,6 +520,27 @@ int trainCommand(const CommandLine &cl) {
                 (long long)firstStep, (long long)(firstStep + steps - 1));
   if (updateFreq > 1)
     std::printf("gradient accumulation: %lld batches per step\n", (long long)updateFreq);
+  if (distributed) {
+    std::printf("data-parallel: %lld ranks (%s), %lld batches per step (rank r takes batches r, r + %lld, ...)\n",
+                (long long)ranks, comm.library().c_str(), (long long)batchesPerStep, (long long)ranks);
+    // Same model, same data, same schedule everywhere, or nothing starts.
+    const char *sameFiles = "give every node a copy of the same artifact, corpus and tokenizer";
+    if (int code = ranksAgree(comm, "artifact", fileFingerprint(rs.artifactPath), sameFiles)) return code;
+    if (int code = ranksAgree(comm, "initial weights", weightsFingerprint(*model),
+                              "pass the same --seed, --weights or --resume checkpoint to every rank"))
+      return code;
+    tfmdata::Batch first = data.train.batch(0, 0);
+    uint64_t dataPrint = tfmdist::fingerprint(first.src.rawData(), first.src.nbytes());
+    const int64_t sizes[2] = {data.train.examples(), data.train.batchesPerEpoch()};
+    dataPrint = tfmdist::fingerprint(sizes, sizeof sizes, dataPrint);
+    if (int code = ranksAgree(comm, "training data", dataPrint, sameFiles)) return code;
+    const std::string schedule = std::to_string(firstStep) + "/" + std::to_string(steps) + "/" +
+                                 std::to_string(updateFreq) + "/" + std::to_string(checkWeightsEvery) + "/" +
+                                 std::to_string(checkpointEvery) + "/" + std::to_string(evalEvery);
+    if (int code = ranksAgree(comm, "options", tfmdist::fingerprint(schedule.data(), schedule.size()),
+                              "start every rank with the same options (--steps, --update-freq, --resume, ...)"))
+      return code;
+  }
   if ((firstStep + steps - 1) * updateFreq > INT32_MAX) {
     std::cerr << "tfmc train: error: steps x --update-freq past " << INT32_MAX << " are not supported\n";
     return 2;
@@ -431,12 +548,28 @@ int trainCommand(const CommandLine &cl) {
   inputs.resize(3);
   inputs.push_back(tfmrt::Tensor::i32({}, {0}));
   // accumulate_gradients also takes the batch's weight and whether it starts the update.
-  if (updateFreq > 1) {
+  if (accumulate) {
     inputs.push_back(tfmrt::Tensor::f32({}, {1.0f}));
     inputs.push_back(tfmrt::Tensor::i32({}, {1}));
   }
   std::vector<tfmrt::Tensor> stepOutputs;
   std::vector<tfmdata::Batch> micro(static_cast<size_t>(updateFreq));
+  // The gradient sums ("grad_accum/<param>" session states) that ranks add up before the update.
+  std::vector<float *> gradientParts;
+  std::vector<int64_t> gradientCounts;
+  if (distributed)
+    for (const auto &st : a.states)
+      if (st.name.rfind("grad_accum/", 0) == 0) {
+        tfmrt::Tensor *t = model->defaultSession().mutableState(st.name);
+        if (!t || t->dtype != tfmrt::DType::F32) {
+          std::cerr << "tfmc train: error: gradient sum '" << st.name << "' is not an f32 session state\n";
+          return 1;
+        }
+        gradientParts.push_back(t->data<float>());
+        gradientCounts.push_back(t->numel());
+      }
+  int64_t weightChecks = 0, lastChecked = 0;
+  uint64_t lastWeights = 0;
   std::vector<tfmrt::Tensor> outputs;
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
@@ -449,7 +582,7 @@ int trainCommand(const CommandLine &cl) {
     const int64_t step = firstStep + k;
     int64_t epoch = 0;
     auto start = std::chrono::steady_clock::now();
-    if (updateFreq == 1) {
+    if (!accumulate) {
       if (corpus) {
         // Step s uses batch (s - 1) mod n of epoch (s - 1) / n: a resumed run continues the order.
         const int64_t n = data.train.batchesPerEpoch();
@@ -467,13 +600,14 @@ int trainCommand(const CommandLine &cl) {
       loss = stepOutputs[0].data<float>()[0];
       outputs = {std::move(stepOutputs[0]), std::move(stepOutputs[1])};
     } else {
-      // Batch c = (s - 1) N + i is the i-th of step s (the order of N = 1, continued); each
-      // adds its gradient weighted by its share of the step's target tokens, so the update is
-      // the gradient of the mean loss over all of them. Dropout is keyed by c + 1.
+      // Batch c = (s - 1) B + i R + r is the i-th batch of rank r (of R) in step s, B = R x
+      // --update-freq (one process: the order of B = 1, continued). Each adds its gradient weighted
+      // by its share of the step's target tokens over all ranks, so the summed update is the
+      // gradient of the mean loss over the global batch. Dropout is keyed by c + 1.
       const int64_t n = corpus ? data.train.batchesPerEpoch() : 1;
       double targets = 0;
       for (int64_t i = 0; i < updateFreq; ++i) {
-        const int64_t c = (step - 1) * updateFreq + i;
+        const int64_t c = (step - 1) * batchesPerStep + i * ranks + comm.rank();
         if (corpus) {
           micro[size_t(i)] = data.train.batch(c / n, c % n);
         } else {
@@ -486,23 +620,30 @@ int trainCommand(const CommandLine &cl) {
         }
         targets += double(micro[size_t(i)].tgtTokens);
       }
-      epoch = corpus ? ((step - 1) * updateFreq + updateFreq - 1) / n + 1 : 0;
+      if (auto s = comm.allreduceSum(&targets, 1); !s.ok()) return fail("train", s);
+      epoch = corpus ? ((step - 1) * batchesPerStep + batchesPerStep - 1) / n + 1 : 0;
       start = std::chrono::steady_clock::now();
-      double stepLoss = 0;
+      double sums[2] = {0, 0};  // this rank's weighted loss and tokens, then the global ones
       for (int64_t i = 0; i < updateFreq; ++i) {
         tfmdata::Batch &b = micro[size_t(i)];
         const double weight = targets > 0 ? double(b.tgtTokens) / targets : 0.0;
-        tokens += double(b.src.numel() + b.tgtIn.numel());
-        tokensSinceLog += double(b.src.numel() + b.tgtIn.numel());
+        sums[1] += double(b.src.numel() + b.tgtIn.numel());
         inputs[0] = std::move(b.src);
         inputs[1] = std::move(b.tgtIn);
         inputs[2] = std::move(b.tgtOut);
-        inputs[3].data<int32_t>()[0] = int32_t((step - 1) * updateFreq + i + 1);
+        inputs[3].data<int32_t>()[0] = int32_t((step - 1) * batchesPerStep + i * ranks + comm.rank() + 1);
         inputs[4].data<float>()[0] = float(weight);
         inputs[5].data<int32_t>()[0] = i == 0;
         if (auto s = model->run("accumulate_gradients", inputs, stepOutputs); !s.ok()) return fail("train", s);
-        stepLoss += weight * double(stepOutputs[0].data<float>()[0]);
+        sums[0] += weight * double(stepOutputs[0].data<float>()[0]);
       }
+      if (distributed) {
+        if (auto s = comm.allreduceSum(gradientParts, gradientCounts); !s.ok()) return fail("train", s);
+        if (auto s = comm.allreduceSum(sums, 2); !s.ok()) return fail("train", s);
+      }
+      tokens += sums[1];
+      tokensSinceLog += sums[1];
+      const double stepLoss = sums[0];
       if (auto s = model->run("apply_update", {tfmrt::Tensor::i32({}, {int32_t(step)})}, stepOutputs); !s.ok())
         return fail("train", s);
       loss = float(stepLoss);
@@ -555,14 +696,34 @@ int trainCommand(const CommandLine &cl) {
       lastLog = now;
       tokensSinceLog = 0;
     }
-    if (data.hasValid && evalEvery > 0 && step % evalEvery == 0)
+    if (leader && data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
-    const bool interrupted = gStopSignal != 0;
+    bool interrupted = gStopSignal != 0;
+    int stopSignal = gStopSignal;
+    if (distributed) {
+      // Stopping is collective: a signal that reached one rank, or rank 0's early stop, ends the
+      // job after this step on every rank (each waits for the others in the next step otherwise).
+      double flags[3] = {gStopSignal == SIGINT ? 1.0 : 0.0, gStopSignal == SIGTERM ? 1.0 : 0.0, stop ? 1.0 : 0.0};
+      if (auto s = comm.allreduceSum(flags, 3); !s.ok()) return fail("train", s);
+      interrupted = flags[0] + flags[1] > 0;
+      stopSignal = flags[0] > 0 ? SIGINT : SIGTERM;
+      stop = flags[2] > 0;
+      if (k + 1 == steps || stop || interrupted || (checkWeightsEvery > 0 && step % checkWeightsEvery == 0)) {
+        lastWeights = weightsFingerprint(*model);
+        const std::string what = "weights after step " + std::to_string(step);
+        if (int code = ranksAgree(comm, what.c_str(), lastWeights,
+                                  "the ranks diverged (a non-deterministic reduction or a corrupted rank); resume "
+                                  "from the last checkpoint"))
+          return code;
+        ++weightChecks;
+        lastChecked = step;
+      }
+    }
     if (!checkpoint.empty() &&
         (k + 1 == steps || stop || interrupted || (checkpointEvery > 0 && step % checkpointEvery == 0)))
       if (int code = save(step)) return code;
     if (interrupted) {
-      const int sig = gStopSignal;
+      const int sig = stopSignal;
       std::printf("interrupted by %s after step %lld: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)step,
                   checkpoint.empty() ? "no --checkpoint or --save-dir, nothing saved"
                                      : ("resume with --resume " + checkpoint).c_str());
@@ -578,10 +739,16 @@ int trainCommand(const CommandLine &cl) {
   for (double ms : millis) total += ms;
   std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s overall, load average %s\n",
               firstLoss, loss, (long long)millis.size(), median, tokens / (total / 1000.0), loadAverage().c_str());
-  if (data.hasValid && evalEvery <= 0)
+  if (distributed) {
+    std::printf("data-parallel: weights identical on all %lld ranks at %lld checks (last after step %lld, fingerprint "
+                "%016llx); gradient allreduce %.2f ms per step\n",
+                (long long)ranks, (long long)weightChecks, (long long)lastChecked, (unsigned long long)lastWeights,
+                comm.allreduceMillis() / double(millis.size()));
+  }
+  if (leader && data.hasValid && evalEvery <= 0)
     if (int code = evaluate(firstStep + int64_t(millis.size()) - 1)) return code;
   if (rs.profile) printProfile(*model, millis.size(), "step");
-  if (!rs.saveWeights.empty()) {
+  if (leader && !rs.saveWeights.empty()) {
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
     std::printf("wrote %s\n", rs.saveWeights.c_str());
   }

@@ -25,3 +25,15 @@ import sys
 config.substitutions.append(("%python", sys.executable))
 # The Multi30k corpus, beside the source tree (../shared), as CI provides it.
 config.substitutions.append(("%multi30k", os.path.normpath(os.path.join(config.tfmc_source_dir, "..", "shared", "data", "multi30k"))))
+
+# Data-parallel tests run under Open MPI's mpirun (root allowed, more ranks than cores allowed:
+# CI machines have 2 cores). Without MPI (no plugin built or no mpirun) they are skipped, said once.
+import shutil
+if getattr(config, "tfmc_have_mpi_plugin", False) and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+    config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))
+    for name in ("OMPI_MCA_btl_vader_single_copy_mechanism",):
+        config.environment[name] = "none"  # containers often forbid the cross-memory attach it tries
+else:
+    lit_config.note("MPI not found (tfmc's MPI plugin not built or no mpirun): the data-parallel tests are "
+                    "skipped; scripts/bootstrap.sh installs openmpi-bin and libopenmpi-dev")

@@ -125,6 +125,8 @@ public:
 
   const Artifact &artifact() const;
   const RuntimeOptions &options() const;
+  // The session Model::run uses (it holds the training state: Adam moments, gradient sums).
+  Session &defaultSession();
   // Diagnostics: the kernel chosen for a node ("dnnl.linear.packed", "reference.softmax", ...);
   // empty if the entry or node does not exist.
   std::string kernelName(const std::string &entry, size_t nodeIndex) const;
@@ -159,6 +161,10 @@ public:
   // dynamic dims (train_step's Adam moments, "adam.m/<param>") exist from creation, zeros.
   Status bindStates(const std::vector<int64_t> &dynamicDims);
   const Tensor *state(const std::string &name) const;  // null if unknown or not bound
+  // Writable access between calls, for work the entries leave to the caller: data-parallel
+  // training sums the "grad_accum/<param>" states across processes between accumulate_gradients
+  // and apply_update. Null if unknown or not bound.
+  Tensor *mutableState(const std::string &name);
   int64_t stateBytes() const;                            // all bound states
 
   // As Model::run, with this session's buffers and states. Entries that use state refuse to run

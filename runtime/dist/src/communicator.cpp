@@ -1,0 +1,201 @@
+#include "tfmdist/communicator.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "../plugin/mpi_plugin.h"
+
+namespace tfmdist {
+
+using tfmrt::Status;
+
+struct Communicator::Plugin {
+  void *handle = nullptr;
+  int (*abi)() = nullptr;
+  int (*init)(int *, int *, char *, int, char *, int) = nullptr;
+  int (*iallreduceF32)(float *, int64_t, int *, char *, int) = nullptr;
+  int (*wait)(int, char *, int) = nullptr;
+  int (*allreduceF64)(double *, int64_t, char *, int) = nullptr;
+  int (*allgatherU64)(uint64_t, uint64_t *, char *, int) = nullptr;
+  int (*finalize)() = nullptr;
+  void (*abort)(int) = nullptr;
+  bool initialized = false;
+  char err[512] = {0};
+};
+
+namespace {
+
+int envInt(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v) return 0;
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return (*end == 0 && n > 0 && n < (1 << 20)) ? int(n) : 0;
+}
+
+std::string executableDir() {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  path[n] = 0;
+  std::string s(path);
+  size_t slash = s.rfind('/');
+  return slash == std::string::npos ? "." : s.substr(0, slash);
+}
+
+template <typename F> bool resolve(void *handle, const char *name, F &fn) {
+  fn = reinterpret_cast<F>(dlsym(handle, name));
+  return fn != nullptr;
+}
+
+}  // namespace
+
+int launcherWorldSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (int n = envInt(name)) return n;
+  return 1;
+}
+
+uint64_t fingerprint(const void *data, size_t bytes, uint64_t h) {
+  const auto *p = static_cast<const unsigned char *>(data);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {  // word at a time: weights are tens of megabytes
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+Communicator::~Communicator() {
+  if (plugin_ && plugin_->initialized) plugin_->finalize();
+  // The plugin stays loaded: libmpi may have registered exit handlers.
+}
+
+Status Communicator::create(std::unique_ptr<Communicator> &comm) {
+  comm.reset(new Communicator());
+  const int launched = launcherWorldSize();
+  if (launched <= 1) return Status::OK();
+  std::vector<std::string> candidates;
+  if (const char *p = std::getenv("TFMC_MPI_PLUGIN"); p && *p) {
+    candidates.push_back(p);
+  } else {
+    const std::string dir = executableDir();
+    candidates = {dir + "/libtfmc_mpi.so", dir + "/../lib/libtfmc_mpi.so"};
+  }
+  auto plugin = std::make_unique<Plugin>();
+  std::string why;
+  for (const std::string &path : candidates) {
+    plugin->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);  // GLOBAL: Open MPI's own components need libmpi's symbols
+    if (plugin->handle) break;
+    why += "\n  " + path + ": " + dlerror();
+  }
+  const std::string advice =
+      "install Open MPI (scripts/bootstrap.sh does) and rebuild tfmc, or run without mpirun for one process";
+  if (!plugin->handle)
+    return tfmrt::unimplemented("started by an MPI launcher with " + std::to_string(launched) +
+                                " ranks, but tfmc's MPI plugin could not be loaded:" + why + "\n" + advice);
+  Plugin &p = *plugin;
+  if (!resolve(p.handle, "tfmc_mpi_abi", p.abi) || p.abi() != TFMC_MPI_PLUGIN_ABI || !resolve(p.handle, "tfmc_mpi_init", p.init) ||
+      !resolve(p.handle, "tfmc_mpi_iallreduce_sum_f32", p.iallreduceF32) || !resolve(p.handle, "tfmc_mpi_wait", p.wait) ||
+      !resolve(p.handle, "tfmc_mpi_allreduce_sum_f64", p.allreduceF64) ||
+      !resolve(p.handle, "tfmc_mpi_allgather_u64", p.allgatherU64) || !resolve(p.handle, "tfmc_mpi_finalize", p.finalize) ||
+      !resolve(p.handle, "tfmc_mpi_abort", p.abort))
+    return tfmrt::unimplemented("tfmc's MPI plugin is from another build (its interface does not match this tfmc): " + advice);
+  char library[256] = {0};
+  if (p.init(&comm->rank_, &comm->size_, library, sizeof library, p.err, sizeof p.err))
+    return tfmrt::internalError(std::string("MPI initialisation failed: ") + p.err);
+  p.initialized = true;
+  comm->library_ = library;
+  comm->plugin_ = std::move(plugin);
+  if (comm->size_ != launched)
+    return tfmrt::internalError("the launcher announced " + std::to_string(launched) + " ranks but MPI reports " +
+                                std::to_string(comm->size_));
+  return Status::OK();
+}
+
+Status Communicator::allreduceSum(const std::vector<float *> &parts, const std::vector<int64_t> &counts,
+                                  int64_t bucketFloats) {
+  if (!distributed()) return Status::OK();
+  const auto start = std::chrono::steady_clock::now();
+  Plugin &p = *plugin_;
+  // Walk the parts as one concatenated array, bucket by bucket.
+  struct Cursor {
+    size_t part = 0;
+    int64_t offset = 0;
+  };
+  auto copy = [&](Cursor &c, float *bucket, int64_t n, bool pack) {
+    int64_t done = 0;
+    while (done < n) {
+      const int64_t take = std::min(n - done, counts[c.part] - c.offset);
+      float *src = parts[c.part] + c.offset;
+      if (pack)
+        std::memcpy(bucket + done, src, size_t(take) * sizeof(float));
+      else
+        std::memcpy(src, bucket + done, size_t(take) * sizeof(float));
+      done += take;
+      c.offset += take;
+      if (c.offset == counts[c.part]) c.part++, c.offset = 0;
+    }
+  };
+  int64_t total = 0;
+  for (int64_t n : counts) total += n;
+  const int64_t bucket = std::max<int64_t>(1, std::min(bucketFloats, total));
+  for (auto &b : buckets_) b.resize(size_t(bucket));
+  Cursor packAt, unpackAt;
+  // Bucket k is in flight while bucket k+1 is packed; then k is waited for and unpacked.
+  int inFlight = -1, flightBuffer = 0;
+  int64_t flightCount = 0;
+  for (int64_t begin = 0, k = 0; begin < total || inFlight >= 0; ++k) {
+    int request = -1;
+    int64_t n = std::min(bucket, total - begin);
+    const int buffer = int(k % 2);
+    if (n > 0) {
+      copy(packAt, buckets_[buffer].data(), n, /*pack=*/true);
+      if (p.iallreduceF32(buckets_[buffer].data(), n, &request, p.err, sizeof p.err))
+        return tfmrt::internalError(std::string("gradient sum across ranks: ") + p.err);
+      begin += n;
+    }
+    if (inFlight >= 0) {
+      if (p.wait(inFlight, p.err, sizeof p.err))
+        return tfmrt::internalError(std::string("gradient sum across ranks: ") + p.err);
+      copy(unpackAt, buckets_[flightBuffer].data(), flightCount, /*pack=*/false);
+    }
+    inFlight = n > 0 ? request : -1;
+    flightBuffer = buffer;
+    flightCount = n;
+  }
+  allreduceMillis_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return Status::OK();
+}
+
+Status Communicator::allreduceSum(double *data, int64_t count) {
+  if (!distributed()) return Status::OK();
+  if (plugin_->allreduceF64(data, count, plugin_->err, sizeof plugin_->err))
+    return tfmrt::internalError(std::string("sum across ranks: ") + plugin_->err);
+  return Status::OK();
+}
+
+Status Communicator::allgather(uint64_t value, std::vector<uint64_t> &values) {
+  values.assign(size_t(size_), value);
+  if (!distributed()) return Status::OK();
+  if (plugin_->allgatherU64(value, values.data(), plugin_->err, sizeof plugin_->err))
+    return tfmrt::internalError(std::string("exchange across ranks: ") + plugin_->err);
+  return Status::OK();
+}
+
+void Communicator::abortJob(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (plugin_ && plugin_->initialized) plugin_->abort(code);
+  std::_Exit(code);
+}
+
+}  // namespace tfmdist
