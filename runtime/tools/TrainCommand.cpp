@@ -569,6 +569,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
         gradientCounts.push_back(t->numel());
       }
   int64_t weightChecks = 0, lastChecked = 0;
+  double waitMillis = 0;     // time ranks spent waiting for the slowest one (uneven batches)
+  double computeMillis = 0;  // this rank's forward and backward passes
   uint64_t lastWeights = 0;
   std::vector<tfmrt::Tensor> outputs;
   std::vector<double> millis;
@@ -637,9 +639,14 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
         if (auto s = model->run("accumulate_gradients", inputs, stepOutputs); !s.ok()) return fail("train", s);
         sums[0] += weight * double(stepOutputs[0].data<float>()[0]);
       }
+      computeMillis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (distributed) {
-        if (auto s = comm.allreduceSum(gradientParts, gradientCounts); !s.ok()) return fail("train", s);
+        // The small sum first: it returns when the slowest rank has finished its batches, so its
+        // time is the wait for stragglers and the gradient sum's time is the transfer alone.
+        const auto waitStart = std::chrono::steady_clock::now();
         if (auto s = comm.allreduceSum(sums, 2); !s.ok()) return fail("train", s);
+        waitMillis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waitStart).count();
+        if (auto s = comm.allreduceSum(gradientParts, gradientCounts); !s.ok()) return fail("train", s);
       }
       tokens += sums[1];
       tokensSinceLog += sums[1];
@@ -740,10 +747,17 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s overall, load average %s\n",
               firstLoss, loss, (long long)millis.size(), median, tokens / (total / 1000.0), loadAverage().c_str());
   if (distributed) {
+    std::vector<uint64_t> computeMicros;
+    if (auto s = comm.allgather(uint64_t(computeMillis * 1000), computeMicros); !s.ok()) return fail("train", s);
+    std::string perRank;
+    for (uint64_t us : computeMicros)
+      perRank += (perRank.empty() ? "" : " / ") + std::to_string(int64_t(double(us) / 1000 / double(millis.size()) + 0.5));
+    std::printf("data-parallel: forward + backward per step on ranks 0..%lld: %s ms\n", (long long)(ranks - 1),
+                perRank.c_str());
     std::printf("data-parallel: weights identical on all %lld ranks at %lld checks (last after step %lld, fingerprint "
-                "%016llx); gradient allreduce %.2f ms per step\n",
+                "%016llx); per step: gradient allreduce %.2f ms, waiting for the slowest rank %.2f ms\n",
                 (long long)ranks, (long long)weightChecks, (long long)lastChecked, (unsigned long long)lastWeights,
-                comm.allreduceMillis() / double(millis.size()));
+                comm.allreduceMillis() / double(millis.size()), waitMillis / double(millis.size()));
   }
   if (leader && data.hasValid && evalEvery <= 0)
     if (int code = evaluate(firstStep + int64_t(millis.size()) - 1)) return code;

@@ -9,11 +9,8 @@
 
 #include <climits>
 #include <cstdio>
-#include <vector>
 
 namespace {
-
-std::vector<MPI_Request> gRequests;  // indexed by the request handles given out
 
 int report(int code, const char *what, char *err, int errLen) {
   if (code == MPI_SUCCESS) return 0;
@@ -52,30 +49,13 @@ int tfmc_mpi_init(int *rank, int *size, char *library, int libraryLen, char *err
   return 0;
 }
 
-int tfmc_mpi_iallreduce_sum_f32(float *data, int64_t count, int *request, char *err, int errLen) {
+int tfmc_mpi_allreduce_sum_f32(float *data, int64_t count, char *err, int errLen) {
   if (count < 0 || count > INT_MAX) {
     std::snprintf(err, size_t(errLen), "allreduce of %lld floats exceeds MPI's int count", (long long)count);
     return 1;
   }
-  MPI_Request r;
-  if (int rc = MPI_Iallreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r))
-    return report(rc, "MPI_Iallreduce", err, errLen);
-  gRequests.push_back(r);
-  *request = int(gRequests.size() - 1);
-  return 0;
-}
-
-int tfmc_mpi_wait(int request, char *err, int errLen) {
-  if (request < 0 || size_t(request) >= gRequests.size()) {
-    std::snprintf(err, size_t(errLen), "unknown MPI request %d", request);
-    return 1;
-  }
-  int rc = MPI_Wait(&gRequests[size_t(request)], MPI_STATUS_IGNORE);
-  // Handles are only live between a start and its wait: the table empties once all are done.
-  bool allDone = true;
-  for (MPI_Request &r : gRequests) allDone = allDone && r == MPI_REQUEST_NULL;
-  if (allDone) gRequests.clear();
-  return report(rc, "MPI_Wait (allreduce)", err, errLen);
+  return report(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce",
+                err, errLen);
 }
 
 int tfmc_mpi_allreduce_sum_f64(double *data, int64_t count, char *err, int errLen) {

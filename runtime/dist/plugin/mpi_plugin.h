@@ -5,7 +5,7 @@
 #pragma once
 #include <stdint.h>
 
-#define TFMC_MPI_PLUGIN_ABI 1
+#define TFMC_MPI_PLUGIN_ABI 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -15,9 +15,8 @@ extern "C" {
 int tfmc_mpi_abi(void);
 // MPI_Init_thread (FUNNELED: OpenMP threads never call MPI), errors returned rather than fatal.
 int tfmc_mpi_init(int *rank, int *size, char *library, int libraryLen, char *err, int errLen);
-// Non-blocking in-place sums over all ranks; *request identifies the call for tfmc_mpi_wait.
-int tfmc_mpi_iallreduce_sum_f32(float *data, int64_t count, int *request, char *err, int errLen);
-int tfmc_mpi_wait(int request, char *err, int errLen);
+// In-place sums over all ranks.
+int tfmc_mpi_allreduce_sum_f32(float *data, int64_t count, char *err, int errLen);
 int tfmc_mpi_allreduce_sum_f64(double *data, int64_t count, char *err, int errLen);
 // out[r] = value of rank r (out holds size elements).
 int tfmc_mpi_allgather_u64(uint64_t value, uint64_t *out, char *err, int errLen);

@@ -18,8 +18,7 @@ struct Communicator::Plugin {
   void *handle = nullptr;
   int (*abi)() = nullptr;
   int (*init)(int *, int *, char *, int, char *, int) = nullptr;
-  int (*iallreduceF32)(float *, int64_t, int *, char *, int) = nullptr;
-  int (*wait)(int, char *, int) = nullptr;
+  int (*allreduceF32)(float *, int64_t, char *, int) = nullptr;
   int (*allreduceF64)(double *, int64_t, char *, int) = nullptr;
   int (*allgatherU64)(uint64_t, uint64_t *, char *, int) = nullptr;
   int (*finalize)() = nullptr;
@@ -104,7 +103,7 @@ Status Communicator::create(std::unique_ptr<Communicator> &comm) {
                                 " ranks, but tfmc's MPI plugin could not be loaded:" + why + "\n" + advice);
   Plugin &p = *plugin;
   if (!resolve(p.handle, "tfmc_mpi_abi", p.abi) || p.abi() != TFMC_MPI_PLUGIN_ABI || !resolve(p.handle, "tfmc_mpi_init", p.init) ||
-      !resolve(p.handle, "tfmc_mpi_iallreduce_sum_f32", p.iallreduceF32) || !resolve(p.handle, "tfmc_mpi_wait", p.wait) ||
+      !resolve(p.handle, "tfmc_mpi_allreduce_sum_f32", p.allreduceF32) ||
       !resolve(p.handle, "tfmc_mpi_allreduce_sum_f64", p.allreduceF64) ||
       !resolve(p.handle, "tfmc_mpi_allgather_u64", p.allgatherU64) || !resolve(p.handle, "tfmc_mpi_finalize", p.finalize) ||
       !resolve(p.handle, "tfmc_mpi_abort", p.abort))
@@ -126,51 +125,30 @@ Status Communicator::allreduceSum(const std::vector<float *> &parts, const std::
   if (!distributed()) return Status::OK();
   const auto start = std::chrono::steady_clock::now();
   Plugin &p = *plugin_;
-  // Walk the parts as one concatenated array, bucket by bucket.
-  struct Cursor {
-    size_t part = 0;
-    int64_t offset = 0;
+  auto sum = [&](float *data, int64_t n) -> Status {
+    if (p.allreduceF32(data, n, p.err, sizeof p.err))
+      return tfmrt::internalError(std::string("gradient sum across ranks: ") + p.err);
+    return Status::OK();
   };
-  auto copy = [&](Cursor &c, float *bucket, int64_t n, bool pack) {
-    int64_t done = 0;
-    while (done < n) {
-      const int64_t take = std::min(n - done, counts[c.part] - c.offset);
-      float *src = parts[c.part] + c.offset;
-      if (pack)
-        std::memcpy(bucket + done, src, size_t(take) * sizeof(float));
-      else
-        std::memcpy(src, bucket + done, size_t(take) * sizeof(float));
-      done += take;
-      c.offset += take;
-      if (c.offset == counts[c.part]) c.part++, c.offset = 0;
+  // Buckets of consecutive parts up to bucketFloats: a part that fills a bucket alone is summed
+  // in place; smaller ones are packed together, so a model's many biases and norms cost a few
+  // messages, not one each.
+  for (size_t i = 0; i < parts.size();) {
+    if (counts[i] >= bucketFloats / 2 || i + 1 == parts.size()) {
+      TFMRT_RETURN_IF_ERROR(sum(parts[i], counts[i]));
+      ++i;
+      continue;
     }
-  };
-  int64_t total = 0;
-  for (int64_t n : counts) total += n;
-  const int64_t bucket = std::max<int64_t>(1, std::min(bucketFloats, total));
-  for (auto &b : buckets_) b.resize(size_t(bucket));
-  Cursor packAt, unpackAt;
-  // Bucket k is in flight while bucket k+1 is packed; then k is waited for and unpacked.
-  int inFlight = -1, flightBuffer = 0;
-  int64_t flightCount = 0;
-  for (int64_t begin = 0, k = 0; begin < total || inFlight >= 0; ++k) {
-    int request = -1;
-    int64_t n = std::min(bucket, total - begin);
-    const int buffer = int(k % 2);
-    if (n > 0) {
-      copy(packAt, buckets_[buffer].data(), n, /*pack=*/true);
-      if (p.iallreduceF32(buckets_[buffer].data(), n, &request, p.err, sizeof p.err))
-        return tfmrt::internalError(std::string("gradient sum across ranks: ") + p.err);
-      begin += n;
-    }
-    if (inFlight >= 0) {
-      if (p.wait(inFlight, p.err, sizeof p.err))
-        return tfmrt::internalError(std::string("gradient sum across ranks: ") + p.err);
-      copy(unpackAt, buckets_[flightBuffer].data(), flightCount, /*pack=*/false);
-    }
-    inFlight = n > 0 ? request : -1;
-    flightBuffer = buffer;
-    flightCount = n;
+    size_t end = i;
+    int64_t n = 0;
+    while (end < parts.size() && counts[end] < bucketFloats / 2 && n + counts[end] <= bucketFloats) n += counts[end++];
+    bucket_.resize(size_t(n));
+    for (size_t k = i, at = 0; k < end; at += size_t(counts[k]), ++k)
+      std::memcpy(bucket_.data() + at, parts[k], size_t(counts[k]) * sizeof(float));
+    TFMRT_RETURN_IF_ERROR(sum(bucket_.data(), n));
+    for (size_t k = i, at = 0; k < end; at += size_t(counts[k]), ++k)
+      std::memcpy(parts[k], bucket_.data() + at, size_t(counts[k]) * sizeof(float));
+    i = end;
   }
   allreduceMillis_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return Status::OK();
