@@ -2,6 +2,7 @@
 """Predicted data-parallel efficiency of `mpirun -np N tfmc train` on N machines.
 
     bench/scaling_model.py small=TOK_PER_S base=TOK_PER_S big=TOK_PER_S [--latency-us 30]
+                           [--batch-log train.log] [--update-freq F]
 
 TOK_PER_S is the training throughput of one machine (source + target tokens per second, as
 `tfmc train` prints them), measured with bench/data_parallel.sh or `tfmc train --batch ...`.
@@ -16,6 +17,13 @@ The model, per training step of one machine:
   overlap:      efficiency = T_c / (T_c + max(T_a - T_bwd, T_a x bucket / G))
                 where T_bwd = 2/3 T_c is the backward pass the buckets can hide behind and the
                 last bucket (25 MB) can never be hidden.
+
+  stragglers:   a step waits for the slowest rank. Token-budget batches differ in cost (padding,
+                sentence lengths, attention's quadratic part) and shared machines add noise, so
+                the step takes E[max of N ranks' compute] = T_c (1 + s_N). s_N is bootstrapped
+                from per-batch times (--batch-log: a `tfmc train --log-every 1` log, one batch
+                per step, one thread), each rank summing --update-freq F batches.
+                efficiency = T_c / (T_c (1 + s_N) + exposed allreduce)
 
 Weak scaling: every machine keeps the spec's batch_tokens per step (the global batch grows with N).
 """
@@ -45,6 +53,17 @@ def spec_numbers(path):
     return params, get("batch_tokens")
 
 
+def straggle(times, n, f, rounds=4000):
+    """E[max over n ranks of a sum of f batch times] / E[sum of f batch times] - 1, bootstrapped."""
+    import random
+    rng = random.Random(1)
+    mean = sum(times) / len(times) * f
+    total = 0.0
+    for _ in range(rounds):
+        total += max(sum(rng.choice(times) for _ in range(f)) for _ in range(n))
+    return total / rounds / mean - 1
+
+
 def main():
     args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a and not a.startswith("--"))
     latency = 30e-6
@@ -53,6 +72,16 @@ def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     nodes = [2, 4, 8, 16, 32, 64]
     bucket = 25e6
+    f = int(sys.argv[sys.argv.index("--update-freq") + 1]) if "--update-freq" in sys.argv else 1
+    strag = [0.0] * len(nodes)
+    if "--batch-log" in sys.argv:
+        log = sys.argv[sys.argv.index("--batch-log") + 1]
+        times = [float(re.search(r"([0-9.]+) ms$", l).group(1)) for l in open(log) if re.match(r"step\s+\d+\s+loss", l)]
+        times = times[1:]  # the first step creates primitives and arenas
+        strag = [straggle(times, n, f) for n in nodes]
+        print("stragglers: %d batch times from %s (mean %.0f ms), %d batch(es) per rank and step: "
+              "the slowest of N ranks takes" % (len(times), log, sum(times) / len(times), f) +
+              "".join(" N=%d +%.0f%%" % (n, s * 100) for n, s in zip(nodes, strag)))
     print("latency %.0f us per message; efficiency = compute / (compute + exposed allreduce), weak scaling" % (latency * 1e6))
     for name, rel in SPECS.items():
         if name not in args:
@@ -67,8 +96,9 @@ def main():
         for gbps in (10, 25, 100):
             bw = gbps * 1e9 / 8
             t_a = [2 * (n - 1) / n * grad / bw + 2 * (n - 1) * latency for n in nodes]
-            plain = [t_c / (t_c + a) for a in t_a]
-            hidden = [t_c / (t_c + max(a - 2 * t_c / 3, a * min(1.0, bucket / grad))) for a in t_a]
+            plain = [t_c / (t_c * (1 + g) + a) for a, g in zip(t_a, strag)]
+            hidden = [t_c / (t_c * (1 + g) + max(a - 2 * t_c / 3, a * min(1.0, bucket / grad)))
+                      for a, g in zip(t_a, strag)]
             print("  %-9s %-8s" % ("%d Gb/s" % gbps, "T_a ms") + "".join("%9.0f" % (a * 1e3) for a in t_a))
             print("  %-9s %-8s" % ("", "no ovl") + "".join("%8.1f%%" % (e * 100) for e in plain))
             print("  %-9s %-8s" % ("", "overlap") + "".join("%8.1f%%" % (e * 100) for e in hidden))

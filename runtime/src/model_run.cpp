@@ -113,7 +113,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   // slices.
   if (er.arena.nbytes() < plan->arenaBytes) {
     er.arena = Tensor();  // free first: the old and new arena need not coexist
-    er.arena = Tensor(DType::Bool, {int64_t(plan->arenaBytes)});
+    er.arena = Tensor::largeBuffer(DType::Bool, {int64_t(plan->arenaBytes)});
   }
   uint8_t *arena = plan->arenaBytes ? static_cast<uint8_t *>(er.arena.rawData()) : nullptr;
   for (size_t v = 0; v < fn.values.size(); ++v) {

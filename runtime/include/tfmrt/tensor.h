@@ -31,6 +31,10 @@ struct Tensor {
   static Tensor f32(std::vector<int64_t> shape, const std::vector<float> &values = {});
   static Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values = {});
   static Tensor boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values = {});
+  // Zero-filled like Tensor(dtype, shape), on transparent huge pages where the kernel allows: for
+  // long-lived buffers of hundreds of MB (the runtime's activation arenas), whose first touch
+  // on 4 KiB pages is slow. Copies are ordinary tensors.
+  static Tensor largeBuffer(DType dtype, std::vector<int64_t> shape);
   // bf16 from f32 values, each rounded to the nearest bf16 (ties to even).
   static Tensor bf16(std::vector<int64_t> shape, const std::vector<float> &values = {});
 
@@ -52,7 +56,7 @@ struct Tensor {
   std::string describe() const;  // "f32[2, 3]"
 
 private:
-  void allocate(size_t bytes);
+  void allocate(size_t bytes, bool hugePages = false);
   uint8_t *storage_ = nullptr;
   size_t capacity_ = 0;
 };

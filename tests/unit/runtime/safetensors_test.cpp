@@ -271,3 +271,22 @@ TEST_F(WeightsTest, SaveLoadRoundTrip) {
 
 }  // namespace
 }  // namespace tfmrt::test
+
+// Arenas come from Tensor::largeBuffer: zero-filled and aligned like any tensor, whatever the
+// page size the kernel gave (huge pages are advice), and copies are ordinary tensors.
+TEST(Tensor, LargeBufferIsZeroedAlignedAndCopyable) {
+  for (int64_t bytes : {int64_t(0), int64_t(100), int64_t(3) << 20, (int64_t(5) << 20) + 7}) {
+    tfmrt::Tensor t = tfmrt::Tensor::largeBuffer(tfmrt::DType::Bool, {bytes});
+    ASSERT_TRUE(t.valid()) << bytes;
+    ASSERT_EQ(t.nbytes(), size_t(bytes));
+    if (bytes == 0) continue;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.rawData()) % 64, 0u);
+    const auto *p = t.data<uint8_t>();
+    int64_t nonZero = 0;
+    for (int64_t i = 0; i < bytes; ++i) nonZero += p[i] != 0;
+    EXPECT_EQ(nonZero, 0) << bytes;
+    t.data<uint8_t>()[bytes - 1] = 7;
+    tfmrt::Tensor copy = t;
+    EXPECT_EQ(copy.data<uint8_t>()[bytes - 1], 7);
+  }
+}
