@@ -27,7 +27,7 @@ echo "spec $SPEC, $STEPS steps per run, load average $(cut -d' ' -f1-3 /proc/loa
 for round in $(seq 1 "$ROUNDS"); do
   one=$("$TFMC" train "${common[@]}" --threads 2 --update-freq 2 | grep 'median per step')
   two=$(mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMPI_MCA_btl_vader_single_copy_mechanism=none \
-          -np 2 "$TFMC" train "${common[@]}" --threads 1 | grep -E 'median per step|per step: gradient allreduce|forward + backward')
+          -np 2 "$TFMC" train "${common[@]}" --threads 1 | grep -E 'median per step|per step: gradient allreduce|forward \+ backward')
   echo "round $round  1 process x 2 threads: $one"
   echo "round $round  2 ranks x 1 thread:    $(echo "$two" | head -1)"
   echo "round $round                         $(echo "$two" | grep 'forward + backward' | sed 's/data-parallel: //')"

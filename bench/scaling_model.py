@@ -22,7 +22,8 @@ The model, per training step of one machine:
                 sentence lengths, attention's quadratic part) and shared machines add noise, so
                 the step takes E[max of N ranks' compute] = T_c (1 + s_N). s_N is bootstrapped
                 from per-batch times (--batch-log: a `tfmc train --log-every 1` log, one batch
-                per step, one thread), each rank summing --update-freq F batches.
+                per step, one thread, batches of --log-batch-tokens, default 2048), each rank
+                summing F x batch_tokens / log-batch-tokens of them (F = --update-freq).
                 efficiency = T_c / (T_c (1 + s_N) + exposed allreduce)
 
 Weak scaling: every machine keeps the spec's batch_tokens per step (the global batch grows with N).
@@ -73,15 +74,14 @@ def main():
     nodes = [2, 4, 8, 16, 32, 64]
     bucket = 25e6
     f = int(sys.argv[sys.argv.index("--update-freq") + 1]) if "--update-freq" in sys.argv else 1
-    strag = [0.0] * len(nodes)
+    log_tokens = int(sys.argv[sys.argv.index("--log-batch-tokens") + 1]) if "--log-batch-tokens" in sys.argv else 2048
+    times = None
     if "--batch-log" in sys.argv:
         log = sys.argv[sys.argv.index("--batch-log") + 1]
         times = [float(re.search(r"([0-9.]+) ms$", l).group(1)) for l in open(log) if re.match(r"step\s+\d+\s+loss", l)]
         times = times[1:]  # the first step creates primitives and arenas
-        strag = [straggle(times, n, f) for n in nodes]
-        print("stragglers: %d batch times from %s (mean %.0f ms), %d batch(es) per rank and step: "
-              "the slowest of N ranks takes" % (len(times), log, sum(times) / len(times), f) +
-              "".join(" N=%d +%.0f%%" % (n, s * 100) for n, s in zip(nodes, strag)))
+        print("stragglers: %d batch times of %d-token batches from %s (mean %.0f ms)"
+              % (len(times), log_tokens, log, sum(times) / len(times)))
     print("latency %.0f us per message; efficiency = compute / (compute + exposed allreduce), weak scaling" % (latency * 1e6))
     for name, rel in SPECS.items():
         if name not in args:
@@ -90,8 +90,15 @@ def main():
         rate = float(args[name])
         t_c = 2 * batch_tokens / rate
         grad = 4 * params
+        strag = [0.0] * len(nodes)
+        if times:
+            per_rank = f * max(1, round(batch_tokens / log_tokens))
+            strag = [straggle(times, n, per_rank, rounds=max(200, 4000 // per_rank)) for n in nodes]
         print("\n%s: %.1fM parameters, %.0f MB of gradients per step; %d-token batches at %.0f tokens/s "
               "= %.2f s compute per step per machine" % (name, params / 1e6, grad / 1e6, batch_tokens, rate, t_c))
+        if times:
+            print("  stragglers (%d logged batches per rank and step): the slowest of N ranks takes" % per_rank +
+                  "".join(" N=%d +%.1f%%" % (n, g * 100) for n, g in zip(nodes, strag)))
         print("  %-9s %-8s" % ("link", "") + "".join("%9s" % ("N=%d" % n) for n in nodes))
         for gbps in (10, 25, 100):
             bw = gbps * 1e9 / 8
