@@ -303,6 +303,11 @@ private:
   std::vector<Section> sections_;
   YAML::Mark rootMark_;
   bool namePresent_ = false;
+  // What section()/field() return for a name missing from the tables (a bug in this file): an
+  // internal-error diagnostic and an invalid field, never an abort.
+  Section missingSection_{"<internal>", false};
+  Field missingField_;
+  int64_t missingValue_ = 0;
 };
 
 SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSpec &spec,
@@ -413,14 +418,17 @@ Section &SpecParser::section(const std::string &name) {
   for (Section &s : sections_)
     if (s.name == name)
       return s;
-  std::abort(); // only called with names from the tables above
+  error(YAML::Mark::null_mark(), "internal error: the spec parser has no section '" + name + "'");
+  return missingSection_;
 }
 
 Field &SpecParser::field(const std::string &sectionName, const std::string &key) {
-  Field *f = section(sectionName).find(key);
-  if (!f)
-    std::abort();
-  return *f;
+  if (Field *f = section(sectionName).find(key))
+    return *f;
+  error(YAML::Mark::null_mark(), "internal error: the spec parser has no key '" + sectionName + "." + key + "'");
+  missingField_ = intField("<internal>", missingValue_, Range::Any);
+  missingField_.valid = false;
+  return missingField_;
 }
 
 // Where to point a diagnostic about a key: its value if written, else its section's key, else

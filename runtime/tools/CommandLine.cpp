@@ -96,6 +96,9 @@ std::vector<CommandSpec> commandSpecs() {
                {"keep-last", Kind::Int, "keep the last N checkpoint_<step> files in --save-dir"},
                {"patience", Kind::Int, "stop after N validations without a new best"},
                {"valid-bleu", Kind::Flag, "also score greedy BLEU on the validation split (needs the translate entries)"},
+               {"skip-nonfinite", Kind::Flag,
+                "skip (do not apply) a step whose loss or gradient is not finite, counted in the log; "
+                "stop after 10 in a row (needs --entries=...,accumulate)"},
                {"check-weights-every", Kind::Int,
                 "under mpirun: compare the weights of all ranks every N steps (default 100; 0 = only at the end)"}}})},
       {"tokenizer", "", "", "Train one SentencePiece vocabulary over both languages.",

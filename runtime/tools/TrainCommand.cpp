@@ -262,7 +262,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -373,7 +373,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     return 2;
   }
   // Under mpirun every step sums gradients across ranks between the two accumulate entries.
-  const bool accumulate = updateFreq > 1 || distributed;
+  // --skip-nonfinite inspects the summed gradients before the update, which needs the update apart.
+  const bool skipNonFinite = cl.has("skip-nonfinite");
+  const bool accumulate = updateFreq > 1 || distributed || skipNonFinite;
   const int64_t batchesPerStep = updateFreq * ranks;  // the global batch of one step
   if (!accumulate && !hasEntry("train_step")) {
     std::cerr << "tfmc train: error: " << rs.artifactPath
@@ -381,7 +383,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     return 1;
   }
   if (accumulate && !(hasEntry("accumulate_gradients") && hasEntry("apply_update"))) {
-    std::cerr << "tfmc train: error: " << (distributed ? "data-parallel training (mpirun)" : "--update-freq")
+    std::cerr << "tfmc train: error: "
+              << (distributed ? "data-parallel training (mpirun)" : updateFreq > 1 ? "--update-freq" : "--skip-nonfinite")
               << " needs the accumulate entries: compile " << rs.artifactPath
               << " with --entries=forward,train_step,accumulate\n";
     return 1;
@@ -557,7 +560,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   // The gradient sums ("grad_accum/<param>" session states) that ranks add up before the update.
   std::vector<float *> gradientParts;
   std::vector<int64_t> gradientCounts;
-  if (distributed)
+  if (distributed || skipNonFinite)
     for (const auto &st : a.states)
       if (st.name.rfind("grad_accum/", 0) == 0) {
         tfmrt::Tensor *t = model->defaultSession().mutableState(st.name);
@@ -572,6 +575,10 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   double waitMillis = 0;     // time ranks spent waiting for the slowest one (uneven batches)
   double computeMillis = 0;  // this rank's forward and backward passes
   uint64_t lastWeights = 0;
+  // --skip-nonfinite: a step whose loss or summed gradient is not finite is not applied. After
+  // this many in a row the model has diverged and training stops (skipping would only idle).
+  constexpr int64_t kMaxConsecutiveSkips = 10;
+  int64_t skippedSteps = 0, consecutiveSkips = 0;
   std::vector<tfmrt::Tensor> outputs;
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
@@ -583,6 +590,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   for (int64_t k = 0; k < steps; ++k) {
     const int64_t step = firstStep + k;
     int64_t epoch = 0;
+    bool skipped = false;
     auto start = std::chrono::steady_clock::now();
     if (!accumulate) {
       if (corpus) {
@@ -651,15 +659,45 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       tokens += sums[1];
       tokensSinceLog += sums[1];
       const double stepLoss = sums[0];
-      if (auto s = model->run("apply_update", {tfmrt::Tensor::i32({}, {int32_t(step)})}, stepOutputs); !s.ok())
-        return fail("train", s);
+      if (skipNonFinite) {
+        // Ranks hold the same sums here, so they take the same decision.
+        bool finite = std::isfinite(stepLoss);
+        for (size_t p = 0; finite && p < gradientParts.size(); ++p)
+          for (int64_t j = 0; finite && j < gradientCounts[p]; ++j) finite = std::isfinite(gradientParts[p][j]);
+        skipped = !finite;
+      }
       loss = float(stepLoss);
-      outputs = {tfmrt::Tensor::f32({}, {loss}), std::move(stepOutputs[0])};
+      if (skipped) {
+        outputs = {tfmrt::Tensor::f32({}, {loss}), tfmrt::Tensor::f32({}, {NAN})};
+      } else {
+        if (auto s = model->run("apply_update", {tfmrt::Tensor::i32({}, {int32_t(step)})}, stepOutputs); !s.ok())
+          return fail("train", s);
+        outputs = {tfmrt::Tensor::f32({}, {loss}), std::move(stepOutputs[0])};
+      }
     }
     millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (k == 0) firstLoss = loss;
     const double sqNorm = double(outputs[1].data<float>()[0]);
-    if (!std::isfinite(loss) || !std::isfinite(sqNorm)) {
+    if (skipped) {
+      ++skippedSteps;
+      ++consecutiveSkips;
+      std::printf("step %6lld  skipped: the %s is not finite (loss %g); weights and optimizer state unchanged, %lld "
+                  "step(s) skipped so far\n",
+                  (long long)step, std::isfinite(loss) ? "gradient" : "loss", double(loss), (long long)skippedSteps);
+      std::fflush(stdout);
+      if (consecutiveSkips >= kMaxConsecutiveSkips) {
+        std::cerr << "tfmc train: error: " << kMaxConsecutiveSkips << " steps in a row (" << step - kMaxConsecutiveSkips + 1
+                  << ".." << step << ") had a non-finite loss or gradient: training has diverged. The weights are "
+                  << "those after step " << step - kMaxConsecutiveSkips << ", the last step applied";
+        if (!checkpoint.empty() && lastSaved > 0)
+          std::cerr << "; " << checkpoint << " holds step " << lastSaved << " (lower the learning rate and --resume it)";
+        std::cerr << "\n";
+        return 1;
+      }
+    } else {
+      consecutiveSkips = 0;
+    }
+    if (!skipped && (!std::isfinite(loss) || !std::isfinite(sqNorm))) {
       // The step already updated the weights in place: stop before anything is saved.
       const std::string param = firstNonFiniteParameter(*model);
       std::cerr << "tfmc train: error: step " << step << ": " << (std::isfinite(loss) ? "the gradient" : "the loss")
@@ -673,7 +711,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     }
     // Schedules count absolute steps, so a resumed run logs, evaluates and saves where an
     // uninterrupted one would.
-    if (k == 0 || step % logEvery == 0 || k + 1 == steps) {
+    if (!skipped && (k == 0 || step % logEvery == 0 || k + 1 == steps)) {
       // Deterministic fields first (a resumed run prints them identically), timings last.
       const auto now = std::chrono::steady_clock::now();
       const double elapsed = std::chrono::duration<double>(now - trainStart).count();
@@ -746,6 +784,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   for (double ms : millis) total += ms;
   std::printf("loss %.6f -> %.6f over %lld steps; %.2f ms median per step, %.0f tokens/s overall, load average %s\n",
               firstLoss, loss, (long long)millis.size(), median, tokens / (total / 1000.0), loadAverage().c_str());
+  if (skipNonFinite)
+    std::printf("skipped %lld of %lld steps for a non-finite loss or gradient\n", (long long)skippedSteps,
+                (long long)millis.size());
   if (distributed) {
     std::vector<uint64_t> computeMicros;
     if (auto s = comm.allgather(uint64_t(computeMillis * 1000), computeMicros); !s.ok()) return fail("train", s);
