@@ -32,6 +32,13 @@ def main():
     ref, ck = os.path.join(work, "ref"), os.path.join(work, "ck")
     subprocess.run(cmd + ["--steps", str(steps), "--checkpoint", ref], check=True, stdout=subprocess.DEVNULL)
 
+    # Start-up (loading, kernel preparation) takes 0.1-0.5 s depending on the build (the
+    # sanitizer build is slowest): kills are spread over start-up plus 0.3 s of training, so
+    # they land in start-up, between steps and inside checkpoint writes whatever the build.
+    t0 = time.monotonic()
+    subprocess.run(cmd + ["--steps", "1"], check=True, stdout=subprocess.DEVNULL)
+    window = time.monotonic() - t0 + 0.3
+
     rng = random.Random(1)
     done = killed = during_write = restarts = 0
     start = time.monotonic()
@@ -48,9 +55,7 @@ def main():
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         restarts += 1
         if killed < kills:
-            # Start-up (loading, kernel preparation) takes a few tenths of a second: kills land
-            # there, between steps and inside checkpoint writes.
-            delay = rng.uniform(0.0, 0.45)
+            delay = rng.uniform(0.0, window)
             try:
                 proc.wait(timeout=delay)
             except subprocess.TimeoutExpired:
