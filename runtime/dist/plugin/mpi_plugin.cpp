@@ -21,6 +21,16 @@ int report(int code, const char *what, char *err, int errLen) {
   return code;
 }
 
+// In-place sum over all ranks; MPI counts are int.
+int allreduceSum(void *data, int64_t count, MPI_Datatype type, const char *what, char *err, int errLen) {
+  if (count < 0 || count > INT_MAX) {
+    std::snprintf(err, size_t(errLen), "allreduce of %lld %s exceeds MPI's int count", (long long)count, what);
+    return 1;
+  }
+  return report(MPI_Allreduce(MPI_IN_PLACE, data, int(count), type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce", err,
+                errLen);
+}
+
 }  // namespace
 
 extern "C" {
@@ -50,21 +60,11 @@ int tfmc_mpi_init(int *rank, int *size, char *library, int libraryLen, char *err
 }
 
 int tfmc_mpi_allreduce_sum_f32(float *data, int64_t count, char *err, int errLen) {
-  if (count < 0 || count > INT_MAX) {
-    std::snprintf(err, size_t(errLen), "allreduce of %lld floats exceeds MPI's int count", (long long)count);
-    return 1;
-  }
-  return report(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce",
-                err, errLen);
+  return allreduceSum(data, count, MPI_FLOAT, "floats", err, errLen);
 }
 
 int tfmc_mpi_allreduce_sum_f64(double *data, int64_t count, char *err, int errLen) {
-  if (count < 0 || count > INT_MAX) {
-    std::snprintf(err, size_t(errLen), "allreduce of %lld doubles exceeds MPI's int count", (long long)count);
-    return 1;
-  }
-  return report(MPI_Allreduce(MPI_IN_PLACE, data, int(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce",
-                err, errLen);
+  return allreduceSum(data, count, MPI_DOUBLE, "doubles", err, errLen);
 }
 
 int tfmc_mpi_allgather_u64(uint64_t value, uint64_t *out, char *err, int errLen) {
