@@ -28,6 +28,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_builder.h"
 #include "tfmrt/artifact.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/tensor.h"
@@ -37,6 +38,7 @@ namespace {
 using tfmrt::AttrValue;
 using tfmrt::DType;
 using Shape = std::vector<int64_t>;
+using bench::Builder;
 
 constexpr int64_t kHeads = 8, kHeadDim = 64, kModel = kHeads * kHeadDim;
 // 2 threads (the setting); ATTENTION_BENCH_THREADS overrides it for diagnosis.
@@ -45,54 +47,10 @@ int benchThreads() {
   return env && std::atoi(env) > 0 ? std::atoi(env) : 2;
 }
 
-// Minimal artifact builder over the public structs, static shapes (one artifact per shape).
-class Builder {
-public:
-  explicit Builder(const char *name) {
-    artifact_.modelName = name;
-    fn_.name = "forward";
-  }
-  uint32_t input(const std::string &name, DType dtype, Shape shape) {
-    const uint32_t id = value(name, tfmrt::ValueKind::Input, dtype, std::move(shape));
-    fn_.inputs.push_back(id);
-    return id;
-  }
-  uint32_t op(const std::string &op, std::vector<uint32_t> in, Shape shape,
-              std::map<std::string, AttrValue> attrs = {}) {
-    tfmrt::Node n;
-    n.op = op;
-    n.inputs = std::move(in);
-    n.attrs = std::move(attrs);
-    n.loc = "attention_bench";
-    n.outputs = {value("%" + std::to_string(fn_.values.size()), tfmrt::ValueKind::Intermediate, DType::F32,
-                       std::move(shape))};
-    fn_.nodes.push_back(std::move(n));
-    return fn_.nodes.back().outputs[0];
-  }
-  tfmrt::Artifact finish(uint32_t output) {
-    fn_.outputs = {output};
-    artifact_.functions = {fn_};
-    return artifact_;
-  }
-
-private:
-  uint32_t value(std::string name, tfmrt::ValueKind kind, DType dtype, Shape shape) {
-    tfmrt::ValueInfo v;
-    v.name = std::move(name);
-    v.kind = kind;
-    v.dtype = dtype;
-    v.shape = std::move(shape);
-    fn_.values.push_back(std::move(v));
-    return uint32_t(fn_.values.size() - 1);
-  }
-  tfmrt::Artifact artifact_;
-  tfmrt::EntryFunction fn_;
-};
-
 const double kScale = 1.0 / std::sqrt(double(kHeadDim));
 
 tfmrt::Artifact unfusedArtifact(int64_t B, int64_t S) {
-  Builder f("attention_unfused");
+  Builder f("attention_unfused", "attention_bench");
   const uint32_t q = f.input("q", DType::F32, {B, S, kModel});
   const uint32_t k = f.input("k", DType::F32, {B, S, kModel});
   const uint32_t v = f.input("v", DType::F32, {B, S, kModel});
@@ -111,7 +69,7 @@ tfmrt::Artifact unfusedArtifact(int64_t B, int64_t S) {
 }
 
 tfmrt::Artifact fusedArtifact(int64_t B, int64_t S) {
-  Builder f("attention_fused");
+  Builder f("attention_fused", "attention_bench");
   const uint32_t q = f.input("q", DType::F32, {B, S, kModel});
   const uint32_t k = f.input("k", DType::F32, {B, S, kModel});
   const uint32_t v = f.input("v", DType::F32, {B, S, kModel});

@@ -67,6 +67,7 @@ struct KernelPrepareInfo {
   std::vector<bool> knownBeforeRun;
   Layout layout = Layout::Plain;
   Device *device = nullptr;
+  bool fewRowsGemm = true;  // RuntimeOptions::few_rows_gemm
 };
 
 class Kernel {

@@ -110,12 +110,16 @@ namespace {
 // encode once, then decode_step with the session's K/V cache.
 class CachedDecoder final : public Translator::Decoder {
 public:
-  explicit CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
-      : session_(std::move(session)), bos_(bos) {}
+  CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int64_t maxLen)
+      : session_(std::move(session)), bos_(bos), maxLen_(maxLen) {}
   bool normalised() const override { return true; }  // decode_step ends in tfm.log_softmax
   Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) override {
     TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
-    TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, maxSteps}));
+    // Positions rounded up to a power of two (<= max_len): test sets sorted by length would
+    // otherwise grow the cache, a fresh allocation, at nearly every batch.
+    int64_t steps = 16;
+    while (steps < maxSteps) steps *= 2;
+    TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, std::max(maxSteps, std::min(steps, maxLen_))}));
     // tokens, step, parents, rows, src, then the cross K/V: swapped in, so both vectors keep
     // their storage across batches.
     inputs_.resize(4 + encoded_.size());
@@ -144,6 +148,7 @@ public:
 private:
   std::unique_ptr<tfmrt::Session> session_;
   int32_t bos_;
+  int64_t maxLen_;
   std::vector<Tensor> encoded_, inputs_, out_;
 };
 
@@ -220,7 +225,7 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
   t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
-  if (o.useCache) t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos);
+  if (o.useCache) t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.maxLen);
   else t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
   out = std::move(t);
   return Status::OK();

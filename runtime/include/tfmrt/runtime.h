@@ -40,6 +40,9 @@ struct RuntimeOptions {
   KernelBackend backend = KernelBackend::Dnnl;
   int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores)
   bool profile = false;  // time every kernel invocation (see Model::profileReport)
+  // Dnnl backend, AVX-512 CPUs: products of <= 256 rows with a packed weight (the decoder's
+  // per-step GEMMs) run on tfmc's panel GEMM; false = oneDNN at every size (for comparisons).
+  bool few_rows_gemm = true;
 };
 
 // Accumulated kernel time of one op kind under RuntimeOptions::profile.

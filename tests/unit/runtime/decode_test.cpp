@@ -196,6 +196,10 @@ TEST(SessionState, SessionsAreIndependentAndStatesReused) {
   EXPECT_EQ(a->state("cache")->rawData(), before);
   ASSERT_TRUE(a->bindStates({3, 3}).ok());
   EXPECT_EQ(a->state("cache")->shape, (Shape{3, 3, 4}));
+  // Growing one dim keeps the other's larger size (batches alternate between more rows and more
+  // positions without re-allocating each time).
+  ASSERT_TRUE(a->bindStates({2, 5}).ok());
+  EXPECT_EQ(a->state("cache")->shape, (Shape{3, 5, 4}));
   EXPECT_EQ(a->state("nope"), nullptr);
 }
 

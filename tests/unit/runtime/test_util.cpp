@@ -186,6 +186,10 @@ std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend
   RuntimeOptions options;
   options.backend = backend;
   options.num_threads = threads;
+  return loadModel(artifact, options);
+}
+
+std::unique_ptr<Model> loadModel(const Artifact &artifact, const RuntimeOptions &options) {
   std::unique_ptr<Model> model;
   Status s = Model::fromArtifact(artifact, options, model);
   EXPECT_TRUE(s.ok()) << s.message();

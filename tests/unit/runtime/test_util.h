@@ -55,6 +55,7 @@ Tensor sinusoidTable(int64_t rows, int64_t dim);
 std::string tempPath(const std::string &name);
 
 std::unique_ptr<Model> loadModel(const Artifact &artifact, KernelBackend backend, int threads = 0);
+std::unique_ptr<Model> loadModel(const Artifact &artifact, const RuntimeOptions &options);
 
 struct Operand {
   Tensor t;

@@ -16,6 +16,16 @@
 // dims. Without an activation it is copied into the output and added by a sum post-op (the GEMM
 // accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
 // implementation) it is added by a vectorised loop after the GEMM.
+//
+// Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis): packed
+// kernels with an AVX-512 CPU run our own panel GEMM instead (kernels/gemm/packed_gemm.h), on a
+// second packed copy made on the first such call per weights version, so entries that never see
+// few rows (training) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
+// product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
+#include <omp.h>
+
+#include "kernels/attention/attention.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/onednn/onednn_util.h"
 #include "kernels/cpu/cpu_util.h"
 #include "op_schema.h"
@@ -26,6 +36,8 @@ namespace {
 using namespace dnnl_names;
 
 enum class Activation { None, Relu, Gelu };
+
+constexpr int64_t kFewRowsMax = 256;
 
 class DnnlGemmKernel final : public Kernel {
 public:
@@ -77,6 +89,7 @@ public:
         repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc()));
         repacks_ = true;
       }
+      fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
     } catch (const dnnl::error &e) {
       return dnnlError(linear_ ? "linear primitive creation" : "matmul primitive creation", e);
     }
@@ -101,6 +114,11 @@ public:
     const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
     if (k == 0) {  // empty contraction: oneDNN is not asked to handle it
       emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
+      return Status::OK();
+    }
+    if (fewRows_ && m <= kFewRowsMax) {
+      runFewRows(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m,
+                 k, n, a.weightsVersion);
       return Status::OK();
     }
     try {
@@ -141,6 +159,32 @@ private:
     packedFrom_ = plain;
   }
 
+  void runFewRows(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
+                  int64_t k, int64_t n, uint64_t version) {
+    if (!panels_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
+      // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
+      if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n)});
+      gemm::packPanels(w, k, n, transposeB_, panels_.data<float>());
+      panelsVersion_ = version;
+      panelsFrom_ = w;
+    }
+    gemm::Epilogue e;
+    e.bias = bias;
+    e.residual = residual;
+    e.relu = act_ == Activation::Relu;
+    const int64_t panels = gemm::panelCount(n);
+    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
+    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        gemm::gemmPanelsAvx512(x, m, k, panels_.data<float>(), n, panels * t / nt, panels * (t + 1) / nt, e, y);
+      }
+    } else {
+      gemm::gemmPanelsAvx512(x, m, k, panels_.data<float>(), n, 0, panels, e, y);
+    }
+  }
+
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
   void emptyContraction(const float *bias, const float *residual, float *y, int64_t m, int64_t n) const {
     for (int64_t i = 0; i < m; ++i)
@@ -164,6 +208,11 @@ private:
   dnnl::reorder repack_;
   uint64_t packedVersion_ = ~uint64_t(0);
   const void *packedFrom_ = nullptr;
+  // The few-rows path's packed copy, made from the plain weight (same rules as packedW_).
+  bool fewRows_ = false;
+  Tensor panels_;
+  uint64_t panelsVersion_ = ~uint64_t(0);
+  const void *panelsFrom_ = nullptr;
   // Memory objects for the last run-time dims seen; only their data handles change per call.
   int64_t m_ = -1, k_ = -1, n_ = -1;
   memory srcMem_, dstMem_, wMem_, biasMem_;

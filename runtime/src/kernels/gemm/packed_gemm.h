@@ -1,0 +1,39 @@
+// GEMM for few rows on a weight packed once into 64-column panels: the decoder's per-step
+// products (M = hypotheses, 1..~256) where oneDNN 2.6's run-time-M gemm:jit spends more time in
+// its driver and threading than in FMAs (measured in bench/gemm_bench.cpp).
+//
+//   y[m, n] = act(x[m, :] . B[:, n] + bias[n]) + residual[m, n],   act = identity or relu
+//
+// Packed layout: panel p holds columns [64p, 64p + 64) of B as packed[p][kk][0..64), zero past N,
+// so the inner loop reads one contiguous 256-byte row per kk and four 16-lane vectors cover it.
+// The AVX-512 body computes 6 x 64 output blocks (24 accumulators) over the whole K; each output
+// element is one dot product in kk order, independent of thread count and panel split.
+#pragma once
+
+#include <cstdint>
+
+namespace tfmrt::gemm {
+
+constexpr int64_t kPanelCols = 64;
+
+inline int64_t panelCount(int64_t n) { return (n + kPanelCols - 1) / kPanelCols; }
+inline int64_t packedFloats(int64_t k, int64_t n) { return panelCount(n) * k * kPanelCols; }
+
+// `w` is B^T, [N, K] row-major, when `transposed` (a linear's weight in PyTorch's layout), else
+// B itself, [K, N] row-major.
+void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *packed);
+
+struct Epilogue {
+  const float *bias = nullptr;      // [N] or null
+  const float *residual = nullptr;  // [M, N] or null (may equal y)
+  bool relu = false;                // applied before the residual is added
+};
+
+// Rows [0, m) and panels [p0, p1) of y [m, n]; x is [m, k] row-major.
+void gemmPanelsAvx512(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
+                      const Epilogue &e, float *y);
+// The plain loops the AVX-512 body is tested against (same layout, double accumulation).
+void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
+                         const Epilogue &e, float *y);
+
+}  // namespace tfmrt::gemm

@@ -1,0 +1,137 @@
+// The few-rows panel GEMM (kernels/gemm/packed_gemm.h): the AVX-512 body against the plain
+// reference body and a naive product on odd shapes, every epilogue, panel sub-ranges; and through a
+// Model: tfm.linear / tfm.matmul with packed weights on both sides of the few-rows limit, with the
+// path on and off, against the reference backend, across weight updates and thread counts.
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention/attention.h"
+#include "kernels/gemm/packed_gemm.h"
+#include "test_util.h"
+
+namespace tfmrt::test {
+namespace {
+
+std::vector<float> randomVec(size_t n, uint64_t seed) {
+  Tensor t = randomF32({int64_t(n)}, seed);
+  return std::vector<float>(t.data<float>(), t.data<float>() + n);
+}
+
+struct GemmCase {
+  int64_t m, k, n;
+};
+
+class PackedGemm : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(PackedGemm, Avx512MatchesReferenceAndNaive) {
+  if (!attention::cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512: the panel GEMM is not used here";
+  const auto [m, k, n] = GetParam();
+  const std::vector<float> x = randomVec(size_t(m * k), 1), w = randomVec(size_t(n * k), 2), bias = randomVec(size_t(n), 3),
+                           residual = randomVec(size_t(m * n), 4);
+  for (bool transposed : {true, false}) {
+    // The same B either way: w is B^T [N, K]; its transpose is B [K, N].
+    std::vector<float> b(size_t(k * n));
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < n; ++j) b[size_t(kk * n + j)] = w[size_t(j * k + kk)];
+    std::vector<float> packed(size_t(gemm::packedFloats(k, n)) + 16);
+    float *aligned = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+    gemm::packPanels(transposed ? w.data() : b.data(), k, n, transposed, aligned);
+    for (int epi = 0; epi < 4; ++epi) {
+      SCOPED_TRACE(::testing::Message() << (transposed ? "B^T given" : "B given") << ", epilogue " << epi);
+      gemm::Epilogue e;
+      e.bias = epi >= 1 ? bias.data() : nullptr;
+      e.relu = epi >= 2;
+      e.residual = epi == 3 ? residual.data() : nullptr;
+      const int64_t panels = gemm::panelCount(n);
+      std::vector<float> fast(size_t(m * n), NAN), ref(size_t(m * n), NAN), split(size_t(m * n), NAN);
+      gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, 0, panels, e, fast.data());
+      gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, panels, e, ref.data());
+      // Three threads' worth of panel ranges give the same bits as one call.
+      for (int part = 0; part < 3; ++part)
+        gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double naive = e.bias ? e.bias[j] : 0.0;
+          for (int64_t kk = 0; kk < k; ++kk) naive += double(x[size_t(i * k + kk)]) * double(w[size_t(j * k + kk)]);
+          if (e.relu) naive = std::max(naive, 0.0);
+          if (e.residual) naive += e.residual[i * n + j];
+          const size_t at = size_t(i * n + j);
+          const double tol = 1e-6 * double(k) + 1e-6;
+          ASSERT_NEAR(ref[at], naive, tol) << "reference at " << i << ", " << j;
+          ASSERT_NEAR(fast[at], naive, tol) << "avx512 at " << i << ", " << j;
+          ASSERT_EQ(split[at], fast[at]) << "panel split at " << i << ", " << j;
+        }
+    }
+  }
+}
+
+TEST(PackedGemmResidual, OutputMayBeTheResidual) {
+  if (!attention::cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  const int64_t m = 7, k = 33, n = 70;
+  const std::vector<float> x = randomVec(size_t(m * k), 5), w = randomVec(size_t(n * k), 6);
+  std::vector<float> packed(size_t(gemm::packedFloats(k, n)) + 16);
+  float *aligned = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+  gemm::packPanels(w.data(), k, n, true, aligned);
+  std::vector<float> y = randomVec(size_t(m * n), 7), expected(size_t(m * n));
+  gemm::Epilogue e;
+  e.residual = y.data();
+  gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, expected.data());
+  gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, y.data());
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedGemm,
+                         ::testing::Values(GemmCase{1, 1, 1}, GemmCase{1, 7, 5}, GemmCase{5, 3, 16}, GemmCase{6, 64, 64},
+                                           GemmCase{7, 64, 65}, GemmCase{13, 17, 130}, GemmCase{32, 256, 256},
+                                           GemmCase{3, 256, 1000}, GemmCase{12, 1024, 64}),
+                         [](const auto &info) {
+                           return "M" + std::to_string(info.param.m) + "K" + std::to_string(info.param.k) + "N" +
+                                  std::to_string(info.param.n);
+                         });
+
+// Through a Model: the few-rows path (on) and oneDNN (off) agree with the reference backend on
+// both sides of the limit, follow weight updates, and give the same bits on 1 and 2 threads.
+TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
+  Artifact art;
+  FunctionBuilder f(art, "forward");
+  uint32_t x = f.input("x", DType::F32, {kDyn, 48});
+  Attrs packed{{"weight_layout", AttrValue::ofString("packed")}};
+  Attrs relu = packed;
+  relu["activation"] = AttrValue::ofString("relu");
+  uint32_t h = f.op("tfm.linear", {x, f.param("w1", {200, 48}), f.param("b1", {200})}, DType::F32, {kDyn, 200}, relu);
+  uint32_t h2 = f.op("tfm.linear", {h, f.param("w2", {200, 200}), f.param("b2", {200}), h}, DType::F32, {kDyn, 200}, packed);
+  Attrs tb = packed;
+  tb["transpose_b"] = AttrValue::ofInt(1);
+  f.output(f.op("tfm.matmul", {h2, f.param("e", {300, 200})}, DType::F32, {kDyn, 300}, tb));
+  f.finish();
+  auto load = [&](KernelBackend backend, bool fewRows, int threads) {
+    RuntimeOptions o;
+    o.backend = backend;
+    o.num_threads = threads;
+    o.few_rows_gemm = fewRows;
+    return loadModel(art, o);
+  };
+  auto on = load(KernelBackend::Dnnl, true, 2), on1 = load(KernelBackend::Dnnl, true, 1),
+       off = load(KernelBackend::Dnnl, false, 2), ref = load(KernelBackend::Reference, true, 2);
+  ASSERT_TRUE(on && on1 && off && ref);
+  for (int version = 0; version < 2; ++version) {
+    std::map<std::string, Tensor> weights{{"w1", randomF32({200, 48}, 10 + version)}, {"b1", randomF32({200}, 20 + version)},
+                                          {"w2", randomF32({200, 200}, 30 + version)}, {"b2", randomF32({200}, 40 + version)},
+                                          {"e", randomF32({300, 200}, 50 + version)}};
+    for (Model *model : {on.get(), on1.get(), off.get(), ref.get()}) ASSERT_OK(model->setWeights(weights));
+    for (int64_t m : {1, 6, 255, 256, 257, 600, 3}) {
+      SCOPED_TRACE(::testing::Message() << "version " << version << ", M " << m);
+      std::vector<Tensor> in{randomF32({m, 48}, uint64_t(m))}, a, a1, b, r;
+      ASSERT_OK(on->run("forward", in, a));
+      ASSERT_OK(on1->run("forward", in, a1));
+      ASSERT_OK(off->run("forward", in, b));
+      ASSERT_OK(ref->run("forward", in, r));
+      EXPECT_TRUE(allClose(a[0], r[0], 1e-3, 1e-4));
+      EXPECT_TRUE(allClose(b[0], r[0], 1e-3, 1e-4));
+      if (m <= 256) EXPECT_EQ(0, std::memcmp(a[0].rawData(), a1[0].rawData(), a[0].nbytes())) << "1 vs 2 threads";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tfmrt::test
