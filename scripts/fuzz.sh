@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10000000}
 DIR=build-fuzz
 TARGETS=("$@")
+# The default set: one target per input path. fuzz_spec_pipeline (slower) runs when named.
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(fuzz_safetensors fuzz_artifact fuzz_checkpoint fuzz_translate_input fuzz_spec)
 if ! command -v clang++-19 > /dev/null; then
   echo "scripts/fuzz.sh: needs clang-19 and libclang-rt-19-dev (bash scripts/bootstrap.sh installs them)" >&2

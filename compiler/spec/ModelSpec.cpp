@@ -64,6 +64,10 @@ std::string closest(const std::string &word, const std::vector<std::string> &can
   std::string best;
   size_t bestDist = limit + 1;
   for (const std::string &c : candidates) {
+    // The distance is at least the length difference: a long mistyped (or garbage) key skips the
+    // quadratic table against every short candidate.
+    if ((word.size() > c.size() ? word.size() - c.size() : c.size() - word.size()) >= bestDist)
+      continue;
     size_t dist = editDistance(word, c);
     if (dist < bestDist) {
       bestDist = dist;
