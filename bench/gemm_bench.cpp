@@ -6,6 +6,10 @@
 // decoder: merged QKV 256 -> 768, out projections 256 -> 256, FFN 256 -> 1024 (relu) and
 // 1024 -> 256, vocabulary projection 256 -> 8000 (tfm.matmul, transposed table); base's FFN
 // 512 -> 2048 and vocabulary 512 -> 32000. Counters: GFLOP/s (2MNK per call).
+// decoder_step/M: the 19 GEMMs of one small-spec decode step in sequence (per layer: QKV, self
+// output, cross query, cross output, FFN in, FFN out; then the vocabulary), so 19 MB of weights
+// cycle through the caches as in translation, unlike the single-shape rows whose one weight stays
+// hot.
 // Compare the "panel" and "onednn" rows of one run only (machine noise: see README).
 #include <cstdint>
 #include <cstdlib>
@@ -47,6 +51,23 @@ tfmrt::Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
   return t;
 }
 
+// Loads the artifact on 2 threads with the panel GEMM on or off, sets the weights and runs once
+// (the first call packs the weights); null after reporting the error to the benchmark.
+std::unique_ptr<tfmrt::Model> loadAndWarm(benchmark::State &state, const tfmrt::Artifact &artifact,
+                                          const std::map<std::string, tfmrt::Tensor> &weights, bool panel,
+                                          const std::vector<tfmrt::Tensor> &in, std::vector<tfmrt::Tensor> &out) {
+  tfmrt::RuntimeOptions options;
+  options.num_threads = 2;
+  options.few_rows_gemm = panel;
+  std::unique_ptr<tfmrt::Model> model;
+  tfmrt::Status st = tfmrt::Model::fromArtifact(artifact, options, model);
+  if (st.ok()) st = model->setWeights(weights);
+  if (st.ok()) st = model->run("forward", in, out);
+  if (st.ok()) return model;
+  state.SkipWithError(st.message().c_str());
+  return nullptr;
+}
+
 void runGemm(benchmark::State &state, const GemmShape &s, bool panel) {
   const int64_t m = state.range(0);
   bench::Builder f("gemm", "gemm_bench");
@@ -62,18 +83,10 @@ void runGemm(benchmark::State &state, const GemmShape &s, bool panel) {
     attrs["transpose_b"] = AttrValue::ofInt(1);
     y = f.op("tfm.matmul", {x, f.param("w", {s.n, s.k})}, {-1, s.n}, attrs);
   }
-  tfmrt::RuntimeOptions options;
-  options.num_threads = 2;
-  options.few_rows_gemm = panel;
-  std::unique_ptr<tfmrt::Model> model;
-  tfmrt::Status st = tfmrt::Model::fromArtifact(f.finish(y), options, model);
-  if (st.ok()) st = model->setWeights(weights);
-  if (!st.ok()) {
-    state.SkipWithError(st.message().c_str());
-    return;
-  }
   std::vector<tfmrt::Tensor> in{randomTensor({m, s.k}, 3)}, out;
-  st = model->run("forward", in, out);  // the first call packs the weight
+  auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out);
+  if (!model) return;
+  tfmrt::Status st;
   for (auto _ : state) {
     st = model->run("forward", in, out);
     if (!st.ok()) {
@@ -85,7 +98,55 @@ void runGemm(benchmark::State &state, const GemmShape &s, bool panel) {
       benchmark::Counter(2.0 * double(m) * double(s.k) * double(s.n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void runDecoderStep(benchmark::State &state, bool panel) {
+  const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
+  bench::Builder f("decoder_step", "gemm_bench");
+  std::map<std::string, tfmrt::Tensor> weights;
+  auto param = [&](const std::string &name, std::vector<int64_t> shape) {
+    weights[name] = randomTensor(shape, weights.size() + 1);
+    return f.param(name, shape);
+  };
+  const std::map<std::string, AttrValue> packed{{"weight_layout", AttrValue::ofString("packed")}};
+  auto relu = packed;
+  relu["activation"] = AttrValue::ofString("relu");
+  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
+                    int residual = -1) {
+    std::vector<uint32_t> in{x, param(name + ".w", {n, k}), param(name + ".b", {n})};
+    if (residual >= 0) in.push_back(uint32_t(residual));
+    return f.op("tfm.linear", in, {-1, n}, a);
+  };
+  uint32_t h = f.input("x", DType::F32, {-1, d});
+  for (int l = 0; l < 3; ++l) {
+    const std::string p = "layer" + std::to_string(l);
+    const uint32_t qkv = linear(h, 3 * d, d, p + ".qkv", packed);
+    const uint32_t q = f.op("tfm.slice_last", {qkv}, {-1, d}, {{"offset", AttrValue::ofInt(0)}, {"size", AttrValue::ofInt(d)}});
+    const uint32_t h1 = linear(q, d, d, p + ".self_out", packed, int(h));
+    const uint32_t c = linear(h1, d, d, p + ".cross_q", packed);
+    const uint32_t h2 = linear(c, d, d, p + ".cross_out", packed, int(h1));
+    h = linear(linear(h2, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h2));
+  }
+  auto tb = packed;
+  tb["transpose_b"] = AttrValue::ofInt(1);
+  const uint32_t y = f.op("tfm.matmul", {h, param("embedding", {vocab, d})}, {-1, vocab}, tb);
+  std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
+  auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out);
+  if (!model) return;
+  for (auto _ : state)
+    if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
+  const double flops = 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
+  for (bool panel : {true, false})
+    benchmark::RegisterBenchmark(panel ? "decoder_step/panel" : "decoder_step/onednn",
+                                 [panel](benchmark::State &st) { runDecoderStep(st, panel); })
+        ->ArgName("M")
+        ->Arg(1)
+        ->Arg(8)
+        ->Arg(32)
+        ->Arg(128)
+        ->Unit(benchmark::kMicrosecond);
   for (const GemmShape &s : kShapes)
     for (bool panel : {true, false})
       benchmark::RegisterBenchmark((std::string(s.name) + (panel ? "/panel" : "/onednn")).c_str(),

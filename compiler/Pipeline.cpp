@@ -92,6 +92,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   if (options.fuseAttention) fn.addPass(createFuseAttention(FuseAttentionOptions{report}));
   if (options.fuseEpilogues) fn.addPass(createFuseEpilogues(FuseEpiloguesOptions{report}));
   if (options.assignLayouts) fn.addPass(createAssignLayouts(AssignLayoutsOptions{report}));
+  if (options.bf16) fn.addPass(createLowerPrecision(LowerPrecisionOptions{report}));
   fn.addPass(mlir::createCanonicalizerPass());  // removes ops left dead by the rewrites
   fn.addPass(mlir::createCSEPass());
   if (failed(pm.run(*module))) return nullptr;

@@ -19,6 +19,7 @@ struct PipelineOptions {
   bool fuseAttention = true;
   bool fuseEpilogues = true;
   bool assignLayouts = true;
+  bool bf16 = false;             // --precision=bf16: tfm-lower-precision after the layouts
   bool report = false;           // fusion report: one remark per candidate site
   bool printIrAfterAll = false;  // print the IR after every pass (stderr)
   bool verifyEach = true;

@@ -93,4 +93,15 @@ def AssignLayouts : TfmFuncPass<"tfm-assign-layouts"> {
   }];
 }
 
+def LowerPrecision : TfmFuncPass<"tfm-lower-precision"> {
+  let summary = "bf16 GEMM operands with f32 accumulation in inference entries";
+  let description = [{
+    `tfmc compile --precision=bf16`. In functions marked tfm.mode = "inference", every tfm.linear
+    and tfm.matmul with weight_layout = "packed" gets "packed_bf16": the runtime packs a bf16 copy
+    of the f32 weight once per weights version and rounds the other operand to bf16 (to nearest
+    even), accumulating in f32. Runs after tfm-assign-layouts. Training entries, LayerNorm,
+    softmax, attention and the loss stay f32; checkpoints stay f32.
+  }];
+}
+
 #endif

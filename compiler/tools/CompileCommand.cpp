@@ -151,7 +151,7 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     size_t nodes = 0;
     for (const auto &fn : artifact.functions) nodes += fn.nodes.size();
     std::cout << "compiled " << (specPath.empty() ? "<embedded small.yaml>" : specPath) << " -> "
-              << out << " (fusion: " << options.describe() << "): " << artifact.params.size() << " parameter tensors ("
+              << out << " (fusion: " << options.describe() << (options.bf16 ? ", precision bf16" : "") << "): " << artifact.params.size() << " parameter tensors ("
               << paramCount(artifact) << " weights), " << artifact.functions.size()
               << " entry function(s), " << nodes << " kernel invocations\n";
     for (const EntryPlan &p : plans) {
@@ -185,6 +185,17 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
     return false;
   }
   options.report = cl.has("fusion-report");
+  const std::string precision = cl.get("precision", "f32");
+  if (precision != "f32" && precision != "bf16") {
+    std::cerr << "tfmc " << cmd << ": error: --precision: expected f32 or bf16, got '" << precision << "'\n";
+    return false;
+  }
+  if (precision == "bf16" && !options.assignLayouts) {
+    std::cerr << "tfmc " << cmd << ": error: --precision=bf16 needs the layouts pass (packed weights); "
+              << "--fusion must include 'layouts'\n";
+    return false;
+  }
+  options.bf16 = precision == "bf16";
   options.printIrAfterAll = cl.has("print-ir-after-all");
   // --entries: `forward` is always built; `gradients` adds loss + parameter gradients,
   // `train_step` a compiled training step (forward, backward, Adam in place), `accumulate`
@@ -215,7 +226,7 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
 }
 
 int compileCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all", "entries"});
+  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all", "entries", "precision"});
   if (!unknown.empty()) {
     std::cerr << "tfmc compile: error: unknown option --" << unknown[0] << "\n";
     return 2;

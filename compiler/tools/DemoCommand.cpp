@@ -9,7 +9,7 @@ namespace tfmc {
 
 int demoCommand(const CommandLine &cl) {
   RunSettings rs;
-  if (!readRunSettings("demo", cl, rs, {"o", "fusion", "fusion-report", "print-ir-after-all"}))
+  if (!readRunSettings("demo", cl, rs, {"o", "fusion", "fusion-report", "print-ir-after-all", "precision"}))
     return 2;
   if (cl.positionals.size() > 1) {
     std::cerr << "tfmc demo: error: expected at most one spec file\n";

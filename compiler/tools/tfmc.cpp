@@ -13,6 +13,7 @@ static const char *kUsage = R"(usage: tfmc <command> [options]       (tfmc <comm
 commands:
   compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
       [--fusion-report] [--print-ir-after-all] [--entries=forward[,gradients][,train_step][,translate]]
+      [--precision=f32|bf16]
       Import a model spec into the tfm dialect, run the passes and write the compiled artifact
       (default <spec name>.tfmx). --emit=mlir prints the tfm IR after the passes instead
       (with --fusion=none: the primitive ops, inference dropout removed, CSE applied).
@@ -21,7 +22,8 @@ commands:
       came from. --entries adds entry functions to `forward`: `gradients` (tfm-autodiff: the
       loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
       forward, backward and Adam in place: for tfmc train), `translate` (`encode` and `decode`:
-      for tfmc translate).
+      for tfmc translate). --precision=bf16 runs the GEMMs of inference entries with bf16
+      operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32).
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]

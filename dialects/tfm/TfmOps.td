@@ -19,7 +19,9 @@ class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
 }
 
 // How the runtime may store a constant GEMM weight (selects the kernel's layout).
-def Tfm_WeightLayout : Tfm_StrIn<"plain,packed">;
+// "packed_bf16": packed with bf16 elements (f32 master kept), operands rounded to bf16, f32
+// accumulation (tfm-lower-precision).
+def Tfm_WeightLayout : Tfm_StrIn<"plain,packed,packed_bf16">;
 
 //===----------------------------------------------------------------------===//
 // Values from outside the computation
@@ -206,8 +208,9 @@ def Tfm_LinearOp : Tfm_ExecOp<"linear", "linear", [Pure]> {
     x [..., K], weight [N, K] (PyTorch's [out, in]), bias [N], optional residual [..., N].
     `activation` is "none", "relu" or "gelu"; it is applied before the residual add (the order
     of oneDNN post-ops). `weight_layout` is "plain" (row-major, read as given) or "packed" (the
-    runtime reorders the constant weight once, at load, into the GEMM's preferred blocked layout).
-    Produced by tfm-fuse-epilogues and tfm-assign-layouts.
+    runtime reorders the constant weight once, at load, into the GEMM's preferred blocked layout)
+    or "packed_bf16" (packed as bf16, multiplied in bf16 with f32 accumulation).
+    Produced by tfm-fuse-epilogues, tfm-assign-layouts and tfm-lower-precision.
   }];
   let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<2>:$weight, Tfm_F32<1>:$bias,
                        Optional<Tfm_F32<1, Tfm_MaxRank>>:$residual,

@@ -37,6 +37,7 @@ const char *layoutName(Layout layout) {
   switch (layout) {
   case Layout::Plain: return "plain";
   case Layout::Packed: return "packed";
+  case Layout::PackedBf16: return "packed_bf16";
   }
   return "?";
 }

@@ -24,7 +24,9 @@ class Device;  // device.h; null for the reference backend
 // (Plain for ops without one). Plain kernels read the row-major weight in place every call; Packed
 // kernels reorder it once per weights version into the GEMM's preferred layout. Inputs and
 // outputs are always row-major.
-enum class Layout : uint8_t { Plain = 0, Packed = 1 };
+// PackedBf16: packed with bf16 elements; the kernel rounds the other operand to bf16 and
+// accumulates in f32 (f32 on CPUs without AVX512-BF16).
+enum class Layout : uint8_t { Plain = 0, Packed = 1, PackedBf16 = 2 };
 const char *layoutName(Layout layout);
 
 // A tensor as a kernel sees it: a view into runtime-owned memory.

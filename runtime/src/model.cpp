@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "format.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "model_impl.h"
 #include "op_schema.h"
 
@@ -18,21 +19,22 @@ Status withContext(const std::string &prefix, const Status &s) {
 Layout nodeLayout(const Node &node) {
   const OpSchema *s = findOpSchema(node.op);
   if (!tfm::rules::findAttr(*s, "weight_layout")) return Layout::Plain;
-  return attrString(node, "weight_layout") == "packed" ? Layout::Packed : Layout::Plain;
+  const std::string layout = attrString(node, "weight_layout");
+  return layout == "packed" ? Layout::Packed : layout == "packed_bf16" ? Layout::PackedBf16 : Layout::Plain;
 }
 
 // A packed weight is reordered when weights are set, so it must be known by then, with a static
 // shape. Checked for every backend, so an artifact loads on all of them or on none.
-Status checkPackedWeight(const EntryFunction &fn, const Node &node, const std::vector<uint8_t> &known) {
+Status checkPackedWeight(const EntryFunction &fn, const Node &node, const std::vector<uint8_t> &known, Layout layout) {
   const uint32_t w = node.inputs[1];
   const ValueInfo &info = fn.values[w];
   if (!known[w]) {
     const char *what = info.kind == ValueKind::Input ? "an entry input" : "computed per call";
-    return invalidArgument(cat("weight_layout 'packed' needs a weight known before run() (a parameter, a constant, or "
+    return invalidArgument(cat("weight_layout '", layoutName(layout), "' needs a weight known before run() (a parameter, a constant, or "
                                "computed from those only), but operand #1 '", info.name, "' is ", what));
   }
   for (int64_t d : info.shape)
-    if (d < 0) return invalidArgument(cat("weight_layout 'packed' needs a static weight shape, but operand #1 '", info.name,
+    if (d < 0) return invalidArgument(cat("weight_layout '", layoutName(layout), "' needs a static weight shape, but operand #1 '", info.name,
                                           "' is declared ", shapeStr(info.shape)));
   return Status::OK();
 }
@@ -122,7 +124,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     if (node.op == "tfm.adam_update") state.mutatesWeights = true;
 
     const Layout layout = nodeLayout(node);
-    if (layout == Layout::Packed) TFMRT_RETURN_IF_ERROR(withContext(where, checkPackedWeight(fn, node, state.knownBeforeRun)));
+    if (layout != Layout::Plain) TFMRT_RETURN_IF_ERROR(withContext(where, checkPackedWeight(fn, node, state.knownBeforeRun, layout)));
     const DType keyType = fn.values[node.inputs[0]].dtype;
     std::unique_ptr<Kernel> kernel = KernelRegistry::builtin().create(node.op, keyType, layout, options.backend);
     if (!kernel)
@@ -287,6 +289,13 @@ int64_t Session::stateBytes() const {
 MemoryPlanSummary Session::lastMemoryPlan(const std::string &entry) const {
   EntryState *state = impl_->model->findEntry(entry);
   return state ? impl_->runs[impl_->model->entryIndex(*state)].lastPlan : MemoryPlanSummary();
+}
+
+bool Model::bf16RunsAsF32() const {
+  bool any = false;
+  for (const EntryFunction &fn : impl_->artifact.functions)
+    for (const Node &node : fn.nodes) any = any || nodeLayout(node) == Layout::PackedBf16;
+  return any && (impl_->options.backend == KernelBackend::Reference || !gemm::cpuHasAvx512Bf16());
 }
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {

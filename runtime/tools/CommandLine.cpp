@@ -52,6 +52,7 @@ std::vector<OptionSpec> pipelineOptions() {
       {"fusion", Kind::Text, "all (default), none, or a comma list of merge-projections, attention, epilogues, layouts"},
       {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why"},
       {"print-ir-after-all", Kind::Flag, "print the IR after every pass"},
+      {"precision", Kind::Text, "f32 (default) or bf16: bf16 GEMM operands with f32 accumulation in inference entries"},
   };
 }
 

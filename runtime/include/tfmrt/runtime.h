@@ -133,6 +133,9 @@ public:
   // Diagnostics: the kernel chosen for a node ("dnnl.linear.packed", "reference.softmax", ...);
   // empty if the entry or node does not exist.
   std::string kernelName(const std::string &entry, size_t nodeIndex) const;
+  // The artifact has bf16 GEMM sites (tfmc compile --precision=bf16) that run in f32 here: the
+  // reference backend, or a CPU without AVX512-BF16 (or ONEDNN_MAX_CPU_ISA capped below it).
+  bool bf16RunsAsF32() const;
   // Diagnostics: the memory plan the most recent run() of `entry` used (its arena is what that
   // call allocated, or reused); all zeros before the first run or for an unknown entry.
   MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;

@@ -65,6 +65,55 @@ TEST_P(PackedGemm, Avx512MatchesReferenceAndNaive) {
   }
 }
 
+// bf16 operands: the AVX512-BF16 body equals the plain one (both multiply the same bf16 values
+// exactly), and both stay within the rounding bound of the f32 product: each operand is rounded
+// to 8 significant bits (relative error <= 2^-9), so |error| <= (2^-8 + 2^-18) sum_k |x_k w_k|
+// plus the f32 summation error.
+TEST_P(PackedGemm, Bf16WithinTheRoundingBound) {
+  if (!gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const auto [m, k, n] = GetParam();
+  const std::vector<float> x = randomVec(size_t(m * k), 11), w = randomVec(size_t(n * k), 12), bias = randomVec(size_t(n), 13),
+                           residual = randomVec(size_t(m * n), 14);
+  std::vector<uint16_t> packed(size_t(gemm::packedBf16Elements(k, n)) + 32);
+  uint16_t *aligned = reinterpret_cast<uint16_t *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+  gemm::packPanelsBf16(w.data(), k, n, true, aligned);
+  std::vector<uint32_t> pairsFast(size_t(m * gemm::pairCount(k)), 7u), pairsRef(pairsFast.size());
+  gemm::toBf16PairsAvx512Bf16(x.data(), m, k, pairsFast.data());
+  gemm::toBf16PairsReference(x.data(), m, k, pairsRef.data());
+  ASSERT_EQ(pairsFast, pairsRef);
+  gemm::Epilogue e;
+  e.bias = bias.data();
+  e.relu = true;
+  e.residual = residual.data();
+  const int64_t panels = gemm::panelCount(n);
+  std::vector<float> fast(size_t(m * n)), ref(size_t(m * n));
+  gemm::gemmPanelsBf16Avx512Bf16(pairsFast.data(), m, k, aligned, n, 0, panels, e, fast.data());
+  gemm::gemmPanelsBf16Reference(pairsRef.data(), m, k, aligned, n, 0, panels, e, ref.data());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = bias[size_t(j)], magnitude = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double p = double(x[size_t(i * k + kk)]) * double(w[size_t(j * k + kk)]);
+        exact += p;
+        magnitude += std::fabs(p);
+      }
+      exact = std::max(exact, 0.0) + residual[size_t(i * n + j)];
+      const size_t at = size_t(i * n + j);
+      ASSERT_NEAR(fast[at], ref[at], 1e-6 * double(k) + 1e-6) << i << ", " << j;
+      ASSERT_NEAR(fast[at], exact, (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude + 1e-6 * double(k) + 1e-6)
+          << i << ", " << j;
+    }
+}
+
+TEST(PackedGemmBf16, RoundsToNearestEven) {
+  EXPECT_EQ(gemm::floatToBf16(1.0f), 0x3F80);
+  EXPECT_EQ(gemm::floatToBf16(std::ldexp(1.0f, -8) + 1.0f), 0x3F80);            // halfway: to even (down)
+  EXPECT_EQ(gemm::floatToBf16(3 * std::ldexp(1.0f, -8) + 1.0f), 0x3F82);        // halfway: to even (up)
+  EXPECT_EQ(gemm::floatToBf16(std::ldexp(1.0f, -8) * 1.5f + 1.0f), 0x3F81);     // above half: up
+  EXPECT_TRUE(std::isnan(gemm::bf16ToFloat(gemm::floatToBf16(NAN))));
+  EXPECT_EQ(gemm::bf16ToFloat(gemm::floatToBf16(-2.5f)), -2.5f);
+}
+
 TEST(PackedGemmResidual, OutputMayBeTheResidual) {
   if (!attention::cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
   const int64_t m = 7, k = 33, n = 70;
@@ -131,6 +180,50 @@ TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
       if (m <= 256) EXPECT_EQ(0, std::memcmp(a[0].rawData(), a1[0].rawData(), a[0].nbytes())) << "1 vs 2 threads";
     }
   }
+}
+
+// weight_layout "packed_bf16" through a Model: bf16 results within the rounding bound of the
+// reference (f32) backend and different from the f32 kernel's; with ONEDNN_MAX_CPU_ISA capped
+// below AVX512_CORE_BF16 the model says it runs bf16 sites as f32 and gives the f32 bits.
+TEST(PackedGemmModel, Bf16LayoutAndTheIsaCap) {
+  auto artifact = [](const char *layout) {
+    Artifact art;
+    FunctionBuilder f(art, "forward");
+    uint32_t x = f.input("x", DType::F32, {kDyn, 48});
+    Attrs attrs{{"weight_layout", AttrValue::ofString(layout)}, {"activation", AttrValue::ofString("relu")}};
+    f.output(f.op("tfm.linear", {x, f.param("w", {200, 48}), f.param("b", {200})}, DType::F32, {kDyn, 200}, attrs));
+    f.finish();
+    return art;
+  };
+  const std::map<std::string, Tensor> weights{{"w", randomF32({200, 48}, 61)}, {"b", randomF32({200}, 62)}};
+  const std::vector<Tensor> in{randomF32({9, 48}, 63)};
+  auto runWith = [&](const char *layout, KernelBackend backend, bool &asF32, std::string &kernel) {
+    auto model = loadModel(artifact(layout), backend, 2);
+    EXPECT_TRUE(model && model->setWeights(weights).ok());
+    std::vector<Tensor> out;
+    EXPECT_TRUE(model->run("forward", in, out).ok());
+    asF32 = model->bf16RunsAsF32();
+    kernel = model->kernelName("forward", 0);
+    return out[0];
+  };
+  bool asF32 = false;
+  std::string kernel;
+  const Tensor ref = runWith("packed_bf16", KernelBackend::Reference, asF32, kernel);
+  EXPECT_TRUE(asF32) << "the reference backend computes bf16 sites in f32";
+  const Tensor f32 = runWith("packed", KernelBackend::Dnnl, asF32, kernel);
+  EXPECT_FALSE(asF32);
+  const Tensor bf16 = runWith("packed_bf16", KernelBackend::Dnnl, asF32, kernel);
+  EXPECT_EQ(kernel, "dnnl.linear.packed_bf16");
+  EXPECT_EQ(asF32, !gemm::cpuHasAvx512Bf16());
+  // |x|, |w| < 1, K = 48: sum |x w| < 48, rounding bound 2^-8 * 48 < 0.19; typical errors far less.
+  EXPECT_TRUE(allClose(bf16, ref, 0.19, 0.0));
+  if (gemm::cpuHasAvx512Bf16()) EXPECT_NE(0, std::memcmp(bf16.rawData(), f32.rawData(), f32.nbytes())) << "bf16 ran in f32";
+
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+  const Tensor capped = runWith("packed_bf16", KernelBackend::Dnnl, asF32, kernel);
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  EXPECT_TRUE(asF32);
+  EXPECT_EQ(0, std::memcmp(capped.rawData(), f32.rawData(), f32.nbytes())) << "the capped bf16 model runs the f32 path";
 }
 
 }  // namespace

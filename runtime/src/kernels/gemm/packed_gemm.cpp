@@ -2,6 +2,10 @@
 #include "kernels/gemm/packed_gemm.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 namespace tfmrt::gemm {
 
@@ -39,6 +43,80 @@ void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *pack
       for (int64_t j = 0; j < cols; ++j) {
         double acc = 0;
         for (int64_t kk = 0; kk < k; ++kk) acc += double(x[i * k + kk]) * double(panel[kk * kPanelCols + j]);
+        float v = float(acc) + (e.bias ? e.bias[c0 + j] : 0.0f);
+        if (e.relu) v = std::max(v, 0.0f);
+        if (e.residual) v += e.residual[i * n + c0 + j];
+        y[i * n + c0 + j] = v;
+      }
+  }
+}
+
+uint16_t floatToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((bits >> 16) | 0x40u);  // quiet NaN
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+float bf16ToFloat(uint16_t v) {
+  const uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+void packPanelsBf16(const float *w, int64_t k, int64_t n, bool transposed, uint16_t *packed) {
+  const int64_t panels = panelCount(n), pairs = pairCount(k);
+  for (int64_t p = 0; p < panels; ++p) {
+    uint16_t *out = packed + p * pairs * kPanelCols * 2;
+    const int64_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
+    std::fill(out, out + pairs * kPanelCols * 2, uint16_t(0));
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float v = transposed ? w[(c0 + j) * k + kk] : w[kk * n + c0 + j];
+        out[((kk / 2) * kPanelCols + j) * 2 + (kk % 2)] = floatToBf16(v);
+      }
+  }
+}
+
+void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs) {
+  const int64_t kp = pairCount(k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < kp; ++p) {
+      const uint32_t lo = floatToBf16(x[i * k + 2 * p]);
+      const uint32_t hi = 2 * p + 1 < k ? floatToBf16(x[i * k + 2 * p + 1]) : 0u;
+      pairs[i * kp + p] = lo | (hi << 16);
+    }
+}
+
+bool cpuHasAvx512Bf16() {
+  // ONEDNN_MAX_CPU_ISA caps oneDNN's kernels; our dispatch follows it, so one variable tests the
+  // fallback of both (oneDNN 2.6's values at or above bf16: AVX512_CORE_BF16, AVX512_CORE_AMX, ALL).
+  if (const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
+    std::string isa(cap);
+    for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (isa != "ALL" && isa != "AVX512_CORE_BF16" && isa != "AVX512_CORE_AMX") return false;
+  }
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+}
+
+void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
+                             int64_t p0, int64_t p1, const Epilogue &e, float *y) {
+  const int64_t kp = pairCount(k);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint16_t *panel = packed + p * kp * kPanelCols * 2;
+    const int64_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < kp; ++q) {
+          const uint32_t xv = xPairs[i * kp + q];
+          acc += double(bf16ToFloat(uint16_t(xv & 0xFFFFu))) * double(bf16ToFloat(panel[(q * kPanelCols + j) * 2])) +
+                 double(bf16ToFloat(uint16_t(xv >> 16))) * double(bf16ToFloat(panel[(q * kPanelCols + j) * 2 + 1]));
+        }
         float v = float(acc) + (e.bias ? e.bias[c0 + j] : 0.0f);
         if (e.relu) v = std::max(v, 0.0f);
         if (e.residual) v += e.residual[i * n + c0 + j];

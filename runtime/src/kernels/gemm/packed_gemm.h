@@ -36,4 +36,23 @@ void gemmPanelsAvx512(const float *x, int64_t m, int64_t k, const float *packed,
 void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                          const Epilogue &e, float *y);
 
+// --- bf16 (weight_layout = "packed_bf16") --------------------------------------------------------
+// The same panels with bf16 elements in pairs of consecutive k, as vdpbf16ps reads them: panel p
+// holds packed[p][kp][j][e] = bf16(B[2 kp + e][64 p + j]), zero past K and N; x is converted to
+// bf16 pairs per row (xPairs[i][kp] = x[i][2 kp] | x[i][2 kp + 1] << 16). Products of bf16
+// values are exact in f32 and summed in f32: only the operands are rounded (to nearest even).
+inline int64_t pairCount(int64_t k) { return (k + 1) / 2; }
+inline int64_t packedBf16Elements(int64_t k, int64_t n) { return panelCount(n) * pairCount(k) * kPanelCols * 2; }
+uint16_t floatToBf16(float v);  // round to nearest even; NaN stays NaN
+float bf16ToFloat(uint16_t v);
+void packPanelsBf16(const float *w, int64_t k, int64_t n, bool transposed, uint16_t *packed);
+void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs);
+// True when the CPU has AVX512-BF16 (and the AVX-512 base the f32 path needs).
+bool cpuHasAvx512Bf16();
+void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs);
+void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
+                              int64_t p0, int64_t p1, const Epilogue &e, float *y);
+void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
+                             int64_t p0, int64_t p1, const Epilogue &e, float *y);
+
 }  // namespace tfmrt::gemm

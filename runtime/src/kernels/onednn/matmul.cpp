@@ -41,9 +41,10 @@ constexpr int64_t kFewRowsMax = 256;
 
 class DnnlGemmKernel final : public Kernel {
 public:
-  DnnlGemmKernel(bool linear, bool packed) : linear_(linear), packed_(packed) {}
+  DnnlGemmKernel(bool linear, bool packed, bool bf16 = false) : linear_(linear), packed_(packed), bf16_(bf16) {}
 
   const char *name() const override {
+    if (bf16_) return linear_ ? "dnnl.linear.packed_bf16" : "dnnl.matmul.packed_bf16";
     return linear_ ? (packed_ ? "dnnl.linear.packed" : "dnnl.linear.plain")
                    : (packed_ ? "dnnl.matmul.packed" : "dnnl.matmul.plain");
   }
@@ -90,6 +91,7 @@ public:
         repacks_ = true;
       }
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
+      fewRowsBf16_ = bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
     } catch (const dnnl::error &e) {
       return dnnlError(linear_ ? "linear primitive creation" : "matmul primitive creation", e);
     }
@@ -114,6 +116,11 @@ public:
     const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
     if (k == 0) {  // empty contraction: oneDNN is not asked to handle it
       emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
+      return Status::OK();
+    }
+    if (fewRowsBf16_ && m <= kFewRowsMax) {
+      runFewRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(),
+                     m, k, n, a.weightsVersion);
       return Status::OK();
     }
     if (fewRows_ && m <= kFewRowsMax) {
@@ -185,6 +192,35 @@ private:
     }
   }
 
+  // bf16 operands: the weight packed as bf16 pairs once per weights version, x rounded per call.
+  void runFewRowsBf16(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
+                      int64_t k, int64_t n, uint64_t version) {
+    if (!panelsBf16_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
+      if (!panelsBf16_.rawData()) panelsBf16_ = Tensor::largeBuffer(DType::BF16, {gemm::packedBf16Elements(k, n)});
+      gemm::packPanelsBf16(w, k, n, transposeB_, panelsBf16_.data<uint16_t>());
+      panelsVersion_ = version;
+      panelsFrom_ = w;
+    }
+    xPairs_.resize(size_t(m * gemm::pairCount(k)));
+    gemm::toBf16PairsAvx512Bf16(x, m, k, xPairs_.data());
+    gemm::Epilogue e;
+    e.bias = bias;
+    e.residual = residual;
+    e.relu = act_ == Activation::Relu;
+    const uint16_t *packed = panelsBf16_.data<uint16_t>();
+    const int64_t panels = gemm::panelCount(n);
+    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
+    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        gemm::gemmPanelsBf16Avx512Bf16(xPairs_.data(), m, k, packed, n, panels * t / nt, panels * (t + 1) / nt, e, y);
+      }
+    } else {
+      gemm::gemmPanelsBf16Avx512Bf16(xPairs_.data(), m, k, packed, n, 0, panels, e, y);
+    }
+  }
+
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
   void emptyContraction(const float *bias, const float *residual, float *y, int64_t m, int64_t n) const {
     for (int64_t i = 0; i < m; ++i)
@@ -196,7 +232,7 @@ private:
       }
   }
 
-  const bool linear_, packed_;
+  const bool linear_, packed_, bf16_;
   CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false;
   Activation act_ = Activation::None;
@@ -209,7 +245,9 @@ private:
   uint64_t packedVersion_ = ~uint64_t(0);
   const void *packedFrom_ = nullptr;
   // The few-rows path's packed copy, made from the plain weight (same rules as packedW_).
-  bool fewRows_ = false;
+  bool fewRows_ = false, fewRowsBf16_ = false;
+  Tensor panelsBf16_;
+  std::vector<uint32_t> xPairs_;
   Tensor panels_;
   uint64_t panelsVersion_ = ~uint64_t(0);
   const void *panelsFrom_ = nullptr;
@@ -219,9 +257,9 @@ private:
   std::vector<dnnl_exec_arg_t> args_;
 };
 
-template <bool Linear, bool Packed>
+template <bool Linear, bool Packed, bool Bf16 = false>
 std::unique_ptr<Kernel> makeGemm() {
-  return std::make_unique<DnnlGemmKernel>(Linear, Packed);
+  return std::make_unique<DnnlGemmKernel>(Linear, Packed, Bf16);
 }
 
 KernelKey key(const char *op, Layout layout) { return {op, DType::F32, layout, KernelBackend::Dnnl}; }
@@ -233,6 +271,9 @@ void registerDnnlMatmul(KernelRegistry &r) {
   r.add(key("tfm.matmul", Layout::Packed), makeGemm<false, true>);
   r.add(key("tfm.linear", Layout::Plain), makeGemm<true, false>);
   r.add(key("tfm.linear", Layout::Packed), makeGemm<true, true>);
+  // bf16 for few rows on AVX512-BF16 CPUs; larger products (and other CPUs) run the f32 path.
+  r.add(key("tfm.matmul", Layout::PackedBf16), makeGemm<false, true, true>);
+  r.add(key("tfm.linear", Layout::PackedBf16), makeGemm<true, true, true>);
 }
 
 }  // namespace tfmrt

@@ -1,0 +1,47 @@
+// tfm-lower-precision: GEMM sites of inference entries (forward, encode, decode, decode_step) run
+// with bf16 operands and f32 accumulation: weight_layout "packed" becomes "packed_bf16" (the
+// runtime keeps the f32 weight as master and packs a bf16 copy per weights version).
+// LayerNorm, softmax, attention, the loss and everything of training entries stay f32.
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include "passes/PassUtils.h"
+#include "passes/Passes.h"
+#include "tfm/TfmDialect.h"
+
+using namespace mlir;
+
+namespace tfmc {
+#define GEN_PASS_DEF_LOWERPRECISION
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct LowerPrecisionPass : impl::LowerPrecisionBase<LowerPrecisionPass> {
+  using LowerPrecisionBase::LowerPrecisionBase;
+
+  void runOnOperation() override {
+    func::FuncOp fn = getOperation();
+    auto mode = fn->getAttrOfType<StringAttr>("tfm.mode");
+    const bool inference = mode && mode.getValue() == "inference";
+    Builder b(&getContext());
+    auto bf16 = b.getStringAttr("packed_bf16");
+    fn.walk([&](Operation *op) {
+      if (!isa<tfm::MatmulOp, tfm::LinearOp>(op)) return;
+      auto layout = op->getAttrOfType<StringAttr>("weight_layout");
+      if (!inference) {
+        reportSite(report, op, "lower-precision", "f32: training entries keep f32 GEMMs");
+        return;
+      }
+      if (!layout || layout.getValue() != "packed") {
+        reportSite(report, op, "lower-precision", "f32: the weight is not packed (not a constant)");
+        return;
+      }
+      op->setAttr("weight_layout", bf16);
+      reportSite(report, op, "lower-precision", "bf16 operands, f32 accumulation (weight packed as bf16)");
+    });
+  }
+};
+
+}  // namespace
+}  // namespace tfmc
