@@ -34,7 +34,8 @@ double uniformDraw(uint64_t seed, uint64_t sentence, int64_t position) {
 struct Live {
   std::vector<int32_t> tokens;
   double logProb = 0;
-  int32_t row = 0;  // its row in the last decoder call (the cache row holding its prefix)
+  int32_t row = 0;      // its row in the last decoder call (the cache row holding its prefix)
+  int32_t callRow = 0;  // its row in the current call
 };
 
 struct SentenceState {
@@ -262,21 +263,41 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
 
   std::vector<int32_t> rowSentence, parents;
   std::vector<const std::vector<int32_t> *> prefixes;
+  std::vector<uint8_t> taken;
   std::vector<RowTop> tops;
   const size_t keep = greedy ? 1 : size_t(2 * K);
   for (int64_t t = 0;; ++t) {
-    rowSentence.clear();
-    parents.clear();
-    prefixes.clear();
+    // Rows of this call. A hypothesis keeps its parent's row when that row is free and < R:
+    // the K/V cache reorder copies only rows whose parent differs, so the first child of each
+    // parent, and every hypothesis of a sentence when others leave the batch, costs no copy.
+    // Row placement does not change any row's results (every kernel treats rows alike).
+    int64_t R = 0;
     for (int64_t n = 0; n < N; ++n)
-      if (!state[n].done)
-        for (int j = 0; j < int(state[n].live.size()); ++j) {
-          rowSentence.push_back(int32_t(n));
-          parents.push_back(state[n].live[j].row);
-          prefixes.push_back(&state[n].live[j].tokens);
+      if (!state[n].done) R += int64_t(state[n].live.size());
+    if (R == 0) break;
+    rowSentence.assign(size_t(R), 0);
+    parents.assign(size_t(R), 0);
+    prefixes.assign(size_t(R), nullptr);
+    taken.assign(size_t(R), 0);
+    for (int pass = 0, next = 0; pass < 2; ++pass)
+      for (int64_t n = 0; n < N; ++n) {
+        if (state[n].done) continue;
+        for (Live &h : state[n].live) {
+          if (pass == 0) {
+            h.callRow = -1;
+            if (h.row >= R || taken[size_t(h.row)]) continue;
+            h.callRow = h.row;
+          } else {
+            if (h.callRow >= 0) continue;
+            while (taken[size_t(next)]) ++next;
+            h.callRow = next;
+          }
+          taken[size_t(h.callRow)] = 1;
+          rowSentence[size_t(h.callRow)] = int32_t(n);
+          parents[size_t(h.callRow)] = h.row;
+          prefixes[size_t(h.callRow)] = &h.tokens;
         }
-    if (rowSentence.empty()) break;
-    const int64_t R = int64_t(rowSentence.size());
+      }
     const Tensor *logits = nullptr;
     TFMRT_RETURN_IF_ERROR(decoder_->step(t, rowSentence, parents, prefixes, logits));
     ++steps_;
@@ -290,7 +311,6 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     for (int64_t r = 0; r < R; ++r)
       scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, normalised, tops[r]);
 
-    int64_t r0 = 0;  // first row of the sentence being updated
     for (int64_t n = 0; n < N; ++n) {
       SentenceState &st = state[n];
       if (st.done) continue;
@@ -305,7 +325,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         st.finished.push_back(std::move(f));
       };
       if (greedy) {
-        const int64_t r = r0;
+        const int64_t r = st.live[0].callRow;
         const float *z = logits->data<float>() + r * V;
         int32_t token = tops[r].best[0].second;
         if (o.sample) token = sampleToken(z, V, n, t, sentenceIds);
@@ -323,13 +343,12 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
           }
         }
         st.done = st.live.empty();
-        r0 += nLive;
         continue;
       }
       // Beam: the best 2K extensions of the sentence's live hypotheses.
       cand_.clear();
       for (int j = 0; j < nLive; ++j) {
-        const RowTop &top = tops[r0 + j];
+        const RowTop &top = tops[size_t(st.live[j].callRow)];
         for (const auto &[z, token] : top.best)
           cand_.push_back({st.live[j].logProb + double(z) - top.lse, j, token});
       }
@@ -349,7 +368,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         h.tokens = st.live[c.j].tokens;
         h.tokens.push_back(c.token);
         h.logProb = c.logProb;
-        h.row = int32_t(r0 + c.j);
+        h.row = st.live[c.j].callRow;
         next.push_back(std::move(h));
       }
       if (lastStep) {
@@ -373,7 +392,6 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         done = nth >= bound;
       }
       st.done = done;
-      r0 += nLive;
     }
   }
   for (int64_t n = 0; n < N; ++n) {
