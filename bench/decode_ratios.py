@@ -5,7 +5,11 @@ greedy and beam, alternating rounds. Checks that both write identical translatio
 time, sentences/s, BLEU, the speed-up and the load average.
 
   python3 bench/decode_ratios.py --model small-x.tfmx --checkpoint small.ckpt --tokenizer m30k.spm \
-      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2]
+      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] \
+      [--bf16-model small-x-bf16.tfmx]
+
+With --bf16-model (the same spec compiled with --precision=bf16), every round also translates
+with it (cached) and the bf16 / f32 speed-up and both BLEU scores are printed.
 """
 import argparse
 import os
@@ -24,8 +28,8 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
-def translate(args, beam, cache, out):
-    cmd = [args.tfmc, "translate", args.model, "--checkpoint", args.checkpoint, "--tokenizer", args.tokenizer,
+def translate(args, beam, cache, out, model=None):
+    cmd = [args.tfmc, "translate", model or args.model, "--checkpoint", args.checkpoint, "--tokenizer", args.tokenizer,
            "--data", args.data, "--split", args.split, "--beam", str(beam), "--output", out]
     if not cache:
         cmd.append("--no-cache")
@@ -49,17 +53,21 @@ def main():
     p.add_argument("--beams", default="1,4")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--bf16-model", default="")
     args = p.parse_args()
     print(f"load average at start: {loadavg()}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for beam in [int(b) for b in args.beams.split(",")]:
-            times = {True: [], False: []}
+            times = {True: [], False: [], "bf16": []}
             info = {}
             for r in range(args.rounds):
-                for cache in (True, False):
-                    out = os.path.join(tmp, f"b{beam}-{'cache' if cache else 'full'}.txt")
-                    secs, calls, bleu = translate(args, beam, cache, out)
+                for cache in (True, False) + (("bf16",) if args.bf16_model else ()):
+                    out = os.path.join(tmp, f"b{beam}-{cache}.txt")
+                    if cache == "bf16":
+                        secs, calls, bleu = translate(args, beam, True, out, args.bf16_model)
+                    else:
+                        secs, calls, bleu = translate(args, beam, cache, out)
                     times[cache].append(secs)
                     info[cache] = (calls, bleu, open(out, encoding="utf-8").read())
             same = info[True][2] == info[False][2]
@@ -70,6 +78,12 @@ def main():
                   f"full prefix {f:.2f} s ({n / f:.0f} sentences/s), speed-up {f / c:.2f}x; "
                   f"BLEU {info[True][1]:.2f} / {info[False][1]:.2f}; translations "
                   f"{'identical' if same else 'DIFFERENT'} ({n} sentences); rounds {times[True]} vs {times[False]}")
+            if args.bf16_model:
+                b = statistics.median(times["bf16"])
+                changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))
+                print(f"beam {beam}: bf16 cached {b:.2f} s vs f32 cached {c:.2f} s, speed-up {c / b:.2f}x; "
+                      f"BLEU {info['bf16'][1]:.2f} vs {info[True][1]:.2f}; {changed} of {n} translations differ; "
+                      f"rounds {times['bf16']}")
     print(f"load average at end: {loadavg()}")
     if not all(r[-1] for r in rows):
         sys.exit("cached and full-prefix translations differ")
