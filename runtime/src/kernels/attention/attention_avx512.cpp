@@ -3,7 +3,8 @@
 //
 // This TU is compiled with -mavx512f -mavx512vl -mavx512dq -mfma and is only entered after
 // cpuHasAvx512() (attention_driver.cpp). It deliberately includes no C++ library header with
-// inline code and calls no inline function of a shared header: an inline/template function
+// inline code and calls no inline function of a shared header (kernels/avx512_exp.h is static, one
+// copy per TU, and only AVX-512 TUs include it): an inline/template function
 // instantiated here would be AVX-512 code that the linker may pick for the whole library (a
 // SIGILL on older CPUs). `nm` of the object shows a single global symbol, taskAvx512.
 //
@@ -34,6 +35,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/avx512_exp.h"
+
 #include <cstdint>
 
 #include "kernels/attention/attention.h"
@@ -48,23 +51,7 @@ constexpr int64_t kLanes = 16;
 inline int64_t minI(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t maxI(int64_t a, int64_t b) { return a > b ? a : b; }
 
-// 2^x for x <= 0 (score - running max); x < -125 (incl. -inf from masking, and NaN) gives exactly
-// 0, so no result is denormal (denormal operands cost FMA micro-code assists). Cephes exp2f:
-// x = n + f, |f| <= 1/2, 2^f = 1 + f P(f), relative error ~2e-7.
-inline __m512 exp2v(__m512 x) {
-  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_GE_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-127.0f));  // keeps dead lanes finite (no inf - inf)
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.535336188319500e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(live, p, n);
-}
+using avx512::exp2v;
 
 // Pointers into q/k/v (not Params' inline helpers: see the header comment).
 struct View {
