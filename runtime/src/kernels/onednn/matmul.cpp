@@ -244,11 +244,12 @@ private:
   dnnl::reorder repack_;
   uint64_t packedVersion_ = ~uint64_t(0);
   const void *packedFrom_ = nullptr;
-  // The few-rows path's packed copy, made from the plain weight (same rules as packedW_).
+  // The few-rows paths' packed copies, made from the plain weight (same rules as packedW_): f32
+  // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields), and
+  // the bf16 path's per-call x pairs.
   bool fewRows_ = false, fewRowsBf16_ = false;
-  Tensor panelsBf16_;
+  Tensor panels_, panelsBf16_;
   std::vector<uint32_t> xPairs_;
-  Tensor panels_;
   uint64_t panelsVersion_ = ~uint64_t(0);
   const void *panelsFrom_ = nullptr;
   // Memory objects for the last run-time dims seen; only their data handles change per call.
