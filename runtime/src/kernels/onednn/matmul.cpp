@@ -179,16 +179,23 @@ private:
     e.bias = bias;
     e.residual = residual;
     e.relu = act_ == Activation::Relu;
+    const float *packed = panels_.data<float>();
+    forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
+  }
+
+  // body(p0, p1) over the panels of N, one contiguous range per thread (serial when small).
+  template <typename Body>
+  static void forPanelRanges(int64_t m, int64_t k, int64_t n, const Body &body) {
     const int64_t panels = gemm::panelCount(n);
     const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
     if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
 #pragma omp parallel num_threads(threads)
       {
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        gemm::gemmPanelsAvx512(x, m, k, panels_.data<float>(), n, panels * t / nt, panels * (t + 1) / nt, e, y);
+        body(panels * t / nt, panels * (t + 1) / nt);
       }
     } else {
-      gemm::gemmPanelsAvx512(x, m, k, panels_.data<float>(), n, 0, panels, e, y);
+      body(int64_t(0), panels);
     }
   }
 
@@ -208,17 +215,9 @@ private:
     e.residual = residual;
     e.relu = act_ == Activation::Relu;
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
-    const int64_t panels = gemm::panelCount(n);
-    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
-    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
-#pragma omp parallel num_threads(threads)
-      {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        gemm::gemmPanelsBf16Avx512Bf16(xPairs_.data(), m, k, packed, n, panels * t / nt, panels * (t + 1) / nt, e, y);
-      }
-    } else {
-      gemm::gemmPanelsBf16Avx512Bf16(xPairs_.data(), m, k, packed, n, 0, panels, e, y);
-    }
+    const uint32_t *pairs = xPairs_.data();
+    forPanelRanges(m, k, n,
+                   [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
   }
 
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
