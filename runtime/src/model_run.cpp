@@ -112,8 +112,11 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   // Bind every value to memory: caller inputs, weights, constants, weight-derived buffers, arena
   // slices.
   if (er.arena.nbytes() < plan->arenaBytes) {
+    // Grown by at least a quarter: the plan follows the run-time dims, and a length-sorted test
+    // set asked for a slightly larger encode arena (fresh pages, zeroed) at nearly every batch.
+    const int64_t old = er.arena.nbytes();
     er.arena = Tensor();  // free first: the old and new arena need not coexist
-    er.arena = Tensor::largeBuffer(DType::Bool, {int64_t(plan->arenaBytes)});
+    er.arena = Tensor::largeBuffer(DType::Bool, {std::max<int64_t>(int64_t(plan->arenaBytes), old + old / 4)});
   }
   uint8_t *arena = plan->arenaBytes ? static_cast<uint8_t *>(er.arena.rawData()) : nullptr;
   for (size_t v = 0; v < fn.values.size(); ++v) {

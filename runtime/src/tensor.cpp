@@ -1,5 +1,6 @@
 #include "tfmrt/tensor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -131,7 +132,10 @@ void Tensor::resize(DType newType, const std::vector<int64_t> &newShape) {
   dtype = newType;
   shape = newShape;
   size_t need = nbytes();
-  if (need > capacity_) allocate(need);
+  // Grow by at least half: outputs resized per call (encode's memory and cross K/V, whose source
+  // length grows batch by batch on a length-sorted test set) were re-allocated, and their fresh
+  // pages zeroed by the kernel, at nearly every call.
+  if (need > capacity_) allocate(std::max(need, capacity_ + capacity_ / 2));
 }
 
 std::string Tensor::describe() const { return std::string(dtypeName(dtype)) + shapeStr(shape); }
