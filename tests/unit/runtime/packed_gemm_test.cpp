@@ -2,7 +2,9 @@
 // reference body and a naive product on odd shapes, every epilogue, panel sub-ranges; and through a
 // Model: tfm.linear / tfm.matmul with packed weights on both sides of the few-rows limit, with the
 // path on and off, against the reference backend, across weight updates and thread counts.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/attention/attention.h"
@@ -224,6 +226,68 @@ TEST(PackedGemmModel, Bf16LayoutAndTheIsaCap) {
   ::unsetenv("ONEDNN_MAX_CPU_ISA");
   EXPECT_TRUE(asF32);
   EXPECT_EQ(0, std::memcmp(capped.rawData(), f32.rawData(), f32.nbytes())) << "the capped bf16 model runs the f32 path";
+}
+
+// packed_bf16 on both sides of the few-rows limit (panel bf16 kernel / oneDNN's bf16 primitive):
+// every element within the rounding bound of the exact product, (2^-8 + 2^-18) sum_k |x_k w_k|
+// plus f32 summation error, for a linear with relu and odd K, a linear with a residual, and a
+// transposed matmul; and not the f32 kernel's bits (bf16 did run).
+TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
+  if (!gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 sites run in f32";
+  struct Site {
+    const char *what;
+    int64_t k, n;
+    bool linear, relu, residual;
+  };
+  for (const Site &site : {Site{"linear relu, odd K", 301, 200, true, true, false},
+                           Site{"linear + residual", 64, 96, true, false, true},
+                           Site{"matmul, transposed table", 128, 300, false, false, false}}) {
+    auto artifact = [&](const char *layout) {
+      Artifact art;
+      FunctionBuilder f(art, "forward");
+      uint32_t x = f.input("x", DType::F32, {kDyn, site.k});
+      Attrs attrs{{"weight_layout", AttrValue::ofString(layout)}};
+      if (site.relu) attrs["activation"] = AttrValue::ofString("relu");
+      if (!site.linear) attrs["transpose_b"] = AttrValue::ofInt(1);
+      std::vector<uint32_t> in{x, f.param("w", {site.n, site.k})};
+      if (site.linear) in.push_back(f.param("b", {site.n}));
+      if (site.residual) in.push_back(f.input("r", DType::F32, {kDyn, site.n}));
+      f.output(f.op(site.linear ? "tfm.linear" : "tfm.matmul", in, DType::F32, {kDyn, site.n}, attrs));
+      f.finish();
+      return art;
+    };
+    std::map<std::string, Tensor> weights{{"w", randomF32({site.n, site.k}, 71)}};
+    if (site.linear) weights["b"] = randomF32({site.n}, 72);
+    auto bf16 = loadModel(artifact("packed_bf16"), KernelBackend::Dnnl, 2);
+    auto f32 = loadModel(artifact("packed"), KernelBackend::Dnnl, 2);
+    ASSERT_TRUE(bf16 && f32);
+    ASSERT_OK(bf16->setWeights(weights));
+    ASSERT_OK(f32->setWeights(weights));
+    const float *w = weights["w"].data<float>();
+    for (int64_t m : {9, 256, 257, 600}) {
+      SCOPED_TRACE(::testing::Message() << site.what << ", M " << m);
+      std::vector<Tensor> in{randomF32({m, site.k}, uint64_t(m) + 73)}, a, b;
+      if (site.residual) in.push_back(randomF32({m, site.n}, 74));
+      ASSERT_OK(bf16->run("forward", in, a));
+      ASSERT_OK(f32->run("forward", in, b));
+      EXPECT_NE(0, std::memcmp(a[0].rawData(), b[0].rawData(), b[0].nbytes())) << "bf16 ran in f32";
+      const float *x = in[0].data<float>(), *y = a[0].data<float>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < site.n; ++j) {
+          double exact = site.linear ? weights["b"].data<float>()[j] : 0.0, magnitude = 0;
+          for (int64_t kk = 0; kk < site.k; ++kk) {
+            const double p = double(x[i * site.k + kk]) * double(w[j * site.k + kk]);
+            exact += p;
+            magnitude += std::fabs(p);
+          }
+          if (site.relu) exact = std::max(exact, 0.0);
+          if (site.residual) exact += in[1].data<float>()[i * site.n + j];
+          ASSERT_NEAR(y[i * site.n + j], exact,
+                      (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude + 1e-6 * double(site.k) + 1e-6)
+              << i << ", " << j;
+        }
+    }
+  }
 }
 
 }  // namespace

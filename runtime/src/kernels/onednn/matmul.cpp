@@ -22,6 +22,12 @@
 // second packed copy made on the first such call per weights version, so entries that never see
 // few rows (training) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
 // product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
+//
+// packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM;
+// more rows run a second oneDNN primitive with bf16 src and weights, f32 bias and dst (run-time M:
+// gemm:jit's bf16 kernel, ~2x the f32 rate here), the weight reordered to bf16 once per weights
+// version and x rounded to bf16 per call (nearest even, as the panel path). Without the ISA both
+// run the f32 paths above.
 #include <omp.h>
 
 #include "kernels/attention/attention.h"
@@ -92,6 +98,20 @@ public:
       }
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
       fewRowsBf16_ = bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
+      if (bf16_ && gemm::cpuHasAvx512Bf16()) {
+        // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
+        memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
+        memory::desc wBf16({kd, nd}, kBf16, tag::any);
+        auto descBf16 = linear_ ? dnnl::matmul::desc(srcBf16, wBf16, memory::desc({1, nd}, kF32, tag::ab), dstMd)
+                                : dnnl::matmul::desc(srcBf16, wBf16, dstMd);
+        auto pdBf16 = dnnl::matmul::primitive_desc(descBf16, attr, ctx_->engine);
+        primBf16_ = dnnl::matmul(pdBf16);
+        packedWBf16_ = memory(pdBf16.weights_desc(), ctx_->engine);
+        if (!repacks_) plainW_ = memory(plainWMd, ctx_->engine, nullptr);
+        repackBf16_ =
+            dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pdBf16.weights_desc()));
+        manyRowsBf16_ = true;
+      }
     } catch (const dnnl::error &e) {
       return dnnlError(linear_ ? "linear primitive creation" : "matmul primitive creation", e);
     }
@@ -99,9 +119,11 @@ public:
   }
 
   Status prepareWeights(const KernelArgs &a) override {
-    if (!repacks_ || !a.inputs[1].data) return Status::OK();
+    if (!a.inputs[1].data) return Status::OK();
     try {
-      repack(a.inputs[1].data, a.weightsVersion);
+      // A bf16 kernel with the bf16 primitive never reads the f32 packed copy: not made.
+      if (manyRowsBf16_) repackBf16(a.inputs[1].data, a.weightsVersion);
+      else if (repacks_) repack(a.inputs[1].data, a.weightsVersion);
     } catch (const dnnl::error &e) {
       return dnnlError("weight reorder", e);
     }
@@ -121,6 +143,15 @@ public:
     if (fewRowsBf16_ && m <= kFewRowsMax) {
       runFewRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(),
                      m, k, n, a.weightsVersion);
+      return Status::OK();
+    }
+    if (manyRowsBf16_) {
+      try {
+        runManyRowsBf16(A.as<float>(), B.data, linear_ ? a.inputs[2].data : nullptr, residual, C.as<float>(), m, k, n,
+                        a.weightsVersion);
+      } catch (const dnnl::error &e) {
+        return dnnlError(linear_ ? "bf16 linear" : "bf16 matmul", e);
+      }
       return Status::OK();
     }
     if (fewRows_ && m <= kFewRowsMax) {
@@ -164,6 +195,43 @@ private:
     ctx_->stream.wait();
     packedVersion_ = version;
     packedFrom_ = plain;
+  }
+
+  void repackBf16(const void *plain, uint64_t version) {
+    plainW_.set_data_handle(const_cast<void *>(plain));
+    repackBf16_.execute(ctx_->stream, plainW_, packedWBf16_);
+    ctx_->stream.wait();
+    bf16Version_ = version;
+    bf16From_ = plain;
+  }
+
+  void runManyRowsBf16(const float *x, const void *w, const void *bias, const float *residual, float *y, int64_t m,
+                       int64_t k, int64_t n, uint64_t version) {
+    if (bf16Version_ != version || bf16From_ != w) repackBf16(w, version);
+    const int64_t kp = gemm::pairCount(k);
+    xPairs_.resize(size_t(m * kp));
+    uint32_t *pairs = xPairs_.data();
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(k, 1));
+#pragma omp parallel for schedule(static) if (m * k >= (int64_t(1) << 16))
+    for (int64_t r = 0; r < m; r += chunk)
+      gemm::toBf16PairsAvx512Bf16(x + r * k, std::min(chunk, m - r), k, pairs + r * kp);
+    if (m != mBf16_) {
+      srcMemBf16_ = memory({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, nullptr);
+      dstMemBf16_ = memory({{m, n}, kF32, tag::ab}, ctx_->engine, nullptr);
+      argsBf16_ = {{DNNL_ARG_SRC, srcMemBf16_.get()}, {DNNL_ARG_WEIGHTS, packedWBf16_.get()}, {DNNL_ARG_DST, dstMemBf16_.get()}};
+      if (linear_) {
+        biasMemBf16_ = memory({{1, n}, kF32, tag::ab}, ctx_->engine, nullptr);
+        argsBf16_.push_back({DNNL_ARG_BIAS, biasMemBf16_.get()});
+      }
+      mBf16_ = m;
+    }
+    srcMemBf16_.set_data_handle(pairs);
+    dstMemBf16_.set_data_handle(y);
+    if (linear_) biasMemBf16_.set_data_handle(const_cast<void *>(bias));
+    if (residual && act_ == Activation::None && residual != y) fast::copy(residual, y, size_t(m * n) * sizeof(float));
+    dnnlExecute(primBf16_, ctx_->stream, argsBf16_);
+    ctx_->stream.wait();
+    if (residual && act_ != Activation::None) fast::add(y, residual, y, m * n);
   }
 
   void runFewRows(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
@@ -251,6 +319,17 @@ private:
   std::vector<uint32_t> xPairs_;
   uint64_t panelsVersion_ = ~uint64_t(0);
   const void *panelsFrom_ = nullptr;
+  // The bf16 primitive for more rows than the panel paths take (AVX512-BF16 CPUs only), its
+  // bf16 weight copy, and memory objects for the last M.
+  bool manyRowsBf16_ = false;
+  dnnl::matmul primBf16_;
+  memory packedWBf16_;
+  dnnl::reorder repackBf16_;
+  uint64_t bf16Version_ = ~uint64_t(0);
+  const void *bf16From_ = nullptr;
+  int64_t mBf16_ = -1;
+  memory srcMemBf16_, dstMemBf16_, biasMemBf16_;
+  std::vector<dnnl_exec_arg_t> argsBf16_;
   // Memory objects for the last run-time dims seen; only their data handles change per call.
   int64_t m_ = -1, k_ = -1, n_ = -1;
   memory srcMem_, dstMem_, wMem_, biasMem_;

@@ -17,6 +17,7 @@ using memory = dnnl::memory;
 using tag = dnnl::memory::format_tag;
 constexpr dnnl::memory::dim kRT = DNNL_RUNTIME_DIM_VAL;  // a run-time dimension
 constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
+constexpr dnnl::memory::data_type kBf16 = dnnl::memory::data_type::bf16;
 }  // namespace dnnl_names
 
 // One CPU engine + stream, shared by all kernels of a Model.
