@@ -1,7 +1,7 @@
-// tfm-lower-precision: GEMM sites of inference entries (forward, encode, decode, decode_step) run
-// with bf16 operands and f32 accumulation: weight_layout "packed" becomes "packed_bf16" (the
-// runtime keeps the f32 weight as master and packs a bf16 copy per weights version).
-// LayerNorm, softmax, attention, the loss and everything of training entries stay f32.
+// tfm-lower-precision: GEMM sites run with bf16 operands and f32 accumulation: weight_layout
+// "packed" becomes "packed_bf16" (the runtime keeps the f32 weight as master and packs a bf16 copy
+// per weights version), and tfm.weight_grad gets precision "bf16". GEMMs between two run-time
+// values, LayerNorm, softmax, attention, the loss and the optimizer stay f32.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -22,17 +22,16 @@ struct LowerPrecisionPass : impl::LowerPrecisionBase<LowerPrecisionPass> {
 
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
-    auto mode = fn->getAttrOfType<StringAttr>("tfm.mode");
-    const bool inference = mode && mode.getValue() == "inference";
     Builder b(&getContext());
     auto bf16 = b.getStringAttr("packed_bf16");
     fn.walk([&](Operation *op) {
-      if (!isa<tfm::MatmulOp, tfm::LinearOp>(op)) return;
-      auto layout = op->getAttrOfType<StringAttr>("weight_layout");
-      if (!inference) {
-        reportSite(report, op, "lower-precision", "f32: training entries keep f32 GEMMs");
+      if (auto grad = dyn_cast<tfm::WeightGradOp>(op)) {
+        grad.setPrecision("bf16");
+        reportSite(report, op, "lower-precision", "bf16 operands, f32 accumulation (weight gradient)");
         return;
       }
+      if (!isa<tfm::MatmulOp, tfm::LinearOp>(op)) return;
+      auto layout = op->getAttrOfType<StringAttr>("weight_layout");
       if (!layout || layout.getValue() != "packed") {
         reportSite(report, op, "lower-precision", "f32: the weight is not packed (not a constant)");
         return;

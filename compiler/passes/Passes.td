@@ -94,13 +94,15 @@ def AssignLayouts : TfmFuncPass<"tfm-assign-layouts"> {
 }
 
 def LowerPrecision : TfmFuncPass<"tfm-lower-precision"> {
-  let summary = "bf16 GEMM operands with f32 accumulation in inference entries";
+  let summary = "bf16 GEMM operands with f32 accumulation";
   let description = [{
-    `tfmc compile --precision=bf16`. In functions marked tfm.mode = "inference", every tfm.linear
-    and tfm.matmul with weight_layout = "packed" gets "packed_bf16": the runtime packs a bf16 copy
-    of the f32 weight once per weights version and rounds the other operand to bf16 (to nearest
-    even), accumulating in f32. Runs after tfm-assign-layouts. Training entries, LayerNorm,
-    softmax, attention and the loss stay f32; checkpoints stay f32.
+    `tfmc compile --precision=bf16`. Every tfm.linear and tfm.matmul with weight_layout =
+    "packed" gets "packed_bf16": the runtime packs a bf16 copy of the f32 weight once per weights
+    version (so after every Adam step in training) and rounds the other operand to bf16 (to
+    nearest even), accumulating in f32. In training entries every tfm.weight_grad gets precision
+    = "bf16" (both operands rounded per call). Runs after tfm-assign-layouts. GEMMs between two
+    run-time values (attention's batch_matmul, unpacked matmuls), LayerNorm, softmax, the loss and
+    the optimizer stay f32; master weights and checkpoints stay f32.
   }];
 }
 

@@ -22,6 +22,7 @@ class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
 // "packed_bf16": packed with bf16 elements (f32 master kept), operands rounded to bf16, f32
 // accumulation (tfm-lower-precision).
 def Tfm_WeightLayout : Tfm_StrIn<"plain,packed,packed_bf16">;
+def Tfm_Precision : Tfm_StrIn<"f32,bf16">;  // operand precision of a GEMM without weights
 
 //===----------------------------------------------------------------------===//
 // Values from outside the computation
@@ -385,9 +386,11 @@ def Tfm_WeightGradOp : Tfm_ExecOp<"weight_grad", "weightGrad", [Pure]> {
   let summary = "dy [..., N], x [..., K] -> [N, K]: sum over positions of dy^T x";
   let description = [{
     The gradient of a linear layer's [N, K] weight (matmul with transpose_b): every leading
-    position is a row of the contraction.
+    position is a row of the contraction. `precision` "bf16" (tfm-lower-precision): both operands
+    rounded to bf16 (nearest even), products summed in f32; "f32" on CPUs without AVX512-BF16.
   }];
-  let arguments = (ins Tfm_F32<2, Tfm_MaxRank>:$dy, Tfm_F32<2, Tfm_MaxRank>:$input);
+  let arguments = (ins Tfm_F32<2, Tfm_MaxRank>:$dy, Tfm_F32<2, Tfm_MaxRank>:$input,
+                       DefaultValuedAttr<Tfm_Precision, "\"f32\"">:$precision);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$dy `,` $input attr-dict `:` functional-type(operands, results)";
 }

@@ -294,7 +294,9 @@ MemoryPlanSummary Session::lastMemoryPlan(const std::string &entry) const {
 bool Model::bf16RunsAsF32() const {
   bool any = false;
   for (const EntryFunction &fn : impl_->artifact.functions)
-    for (const Node &node : fn.nodes) any = any || nodeLayout(node) == Layout::PackedBf16;
+    for (const Node &node : fn.nodes)
+      any = any || nodeLayout(node) == Layout::PackedBf16 ||
+            (node.op == "tfm.weight_grad" && attrString(node, "precision") == "bf16");
   return any && (impl_->options.backend == KernelBackend::Reference || !gemm::cpuHasAvx512Bf16());
 }
 

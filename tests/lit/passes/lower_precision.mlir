@@ -1,18 +1,20 @@
 // RUN: tfm-opt %s -pass-pipeline="builtin.module(func.func(tfm-lower-precision{report=true}))" 2>/dev/null | FileCheck %s
 // RUN: tfm-opt %s -pass-pipeline="builtin.module(func.func(tfm-lower-precision{report=true}))" 2>&1 >/dev/null | FileCheck %s --check-prefix=REPORT
 
-// Inference entries: packed GEMM weights become packed_bf16; a GEMM against a run-time value and
-// every GEMM of a training entry stay f32.
+// Packed GEMM weights become packed_bf16 (inference and training entries alike); a GEMM against
+// a run-time value stays f32; a weight gradient gets precision "bf16".
 // CHECK-LABEL: func.func @infer
 // CHECK: tfm.linear %arg0, %{{.*}}, %{{.*}} {weight_layout = "packed_bf16"}
 // CHECK: tfm.matmul %arg0, %{{.*}} {transpose_b = true, weight_layout = "packed_bf16"}
 // CHECK: tfm.matmul %arg0, %arg1 {transpose_b = true} :
 // CHECK-LABEL: func.func @train
-// CHECK: tfm.linear %arg0, %{{.*}}, %{{.*}} {weight_layout = "packed"}
+// CHECK: tfm.linear %arg0, %{{.*}}, %{{.*}} {weight_layout = "packed_bf16"}
+// CHECK: tfm.weight_grad %arg1, %arg0 {precision = "bf16"}
 // REPORT: remark: lower-precision: site: bf16 operands, f32 accumulation (weight packed as bf16)
 // REPORT: remark: lower-precision: site: bf16 operands, f32 accumulation (weight packed as bf16)
 // REPORT: remark: lower-precision: site: f32: the weight is not packed (not a constant)
-// REPORT: remark: lower-precision: site: f32: training entries keep f32 GEMMs
+// REPORT: remark: lower-precision: site: bf16 operands, f32 accumulation (weight packed as bf16)
+// REPORT: remark: lower-precision: site: bf16 operands, f32 accumulation (weight gradient)
 func.func @infer(%x: tensor<?x8xf32>, %w_dyn: tensor<8x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) attributes {tfm.mode = "inference"} {
   %w = tfm.param "a.weight" : tensor<8x8xf32> loc(#site)
   %b = tfm.param "a.bias" : tensor<8xf32> loc(#site)
@@ -21,10 +23,11 @@ func.func @infer(%x: tensor<?x8xf32>, %w_dyn: tensor<8x8xf32>) -> (tensor<?x8xf3
   %d = tfm.matmul %x, %w_dyn {transpose_b = true} : (tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32> loc(#site)
   return %y, %z, %d : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
 }
-func.func @train(%x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+func.func @train(%x: tensor<?x8xf32>, %dy: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<8x8xf32>) {
   %w = tfm.param "a.weight" : tensor<8x8xf32> loc(#site)
   %b = tfm.param "a.bias" : tensor<8xf32> loc(#site)
   %y = tfm.linear %x, %w, %b {weight_layout = "packed"} : (tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<?x8xf32> loc(#site)
-  return %y : tensor<?x8xf32>
+  %dw = tfm.weight_grad %dy, %x : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<8x8xf32> loc(#site)
+  return %y, %dw : tensor<?x8xf32>, tensor<8x8xf32>
 }
 #site = loc("site"("spec.yaml":2:3))

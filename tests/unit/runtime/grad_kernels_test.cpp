@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/dropout_mask.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "test_util.h"
 
 namespace tfmrt::test {
@@ -37,6 +38,32 @@ TEST_P(FastGradKernels, MatchReference) {
     SingleOp("tfm.label_smoothed_xent_grad", {{logits}, {targets}},
              {{"smoothing", AttrValue::ofFloat(smoothing)}, {"pad_id", AttrValue::ofInt(0)}})
         .compare("fast.label_smoothed_xent_grad", 1e-7, 1e-5);
+}
+
+// precision "bf16": both operands rounded to bf16 (relative error <= 2^-9 each, products exact
+// in f32), so |dW - exact| <= (2^-8 + 2^-18) sum_r |dy x| plus the f32 summation error. The odd
+// element counts exercise the conversion's last unpaired element.
+TEST_P(FastGradKernels, WeightGradBf16WithinTheRoundingBound) {
+  if (!gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 weight gradients run in f32";
+  const GradShape &s = GetParam();
+  const Tensor dy = randomF32({s.batch, s.len, s.out}, 57), x = randomF32({s.batch, s.len, s.in}, 58);
+  std::string kernel;
+  const Tensor dw = SingleOp("tfm.weight_grad", {{dy}, {x}}, {{"precision", AttrValue::ofString("bf16")}})
+                        .run(KernelBackend::Dnnl, &kernel);
+  EXPECT_EQ(kernel, "dnnl.weight_grad.bf16");
+  const int64_t rows = s.batch * s.len;
+  for (int64_t n = 0; n < s.out; ++n)
+    for (int64_t k = 0; k < s.in; ++k) {
+      double exact = 0, magnitude = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double p = double(dy.data<float>()[r * s.out + n]) * double(x.data<float>()[r * s.in + k]);
+        exact += p;
+        magnitude += std::fabs(p);
+      }
+      ASSERT_NEAR(dw.data<float>()[n * s.in + k], exact,
+                  (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude + 1e-6 * double(rows) + 1e-6)
+          << n << ", " << k;
+    }
 }
 
 // Rows straddle kParallelMinElements so the serial and parallel paths of bias_grad both run.

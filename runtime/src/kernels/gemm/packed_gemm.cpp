@@ -34,6 +34,16 @@ void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *pa
   }
 }
 
+void toBf16(const float *x, int64_t count, uint16_t *out) {
+  constexpr int64_t kChunk = int64_t(1) << 15;  // even: every chunk but the last is whole pairs
+#pragma omp parallel for schedule(static) if (count >= 4 * kChunk)
+  for (int64_t c = 0; c < count; c += kChunk) {
+    const int64_t len = std::min(kChunk, count - c), even = len & ~int64_t(1);
+    if (even) toBf16PairsAvx512Bf16(x + c, 1, even, reinterpret_cast<uint32_t *>(out + c));
+    if (len != even) out[c + even] = floatToBf16(x[c + even]);
+  }
+}
+
 void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                          const Epilogue &e, float *y) {
   for (int64_t p = p0; p < p1; ++p) {

@@ -50,6 +50,9 @@ void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs)
 // True when the CPU has AVX512-BF16 (and the AVX-512 base the f32 path needs).
 bool cpuHasAvx512Bf16();
 void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs);
+// x[0, count) -> bf16 in place order (nearest even), threads over chunks: the operands of oneDNN's
+// bf16 GEMMs. Needs cpuHasAvx512Bf16().
+void toBf16(const float *x, int64_t count, uint16_t *out);
 void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                               int64_t p0, int64_t p1, const Epilogue &e, float *y);
 void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,

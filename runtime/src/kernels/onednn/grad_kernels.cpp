@@ -1,7 +1,9 @@
 // Gradient ops on the Dnnl backend (tfm-autodiff's output), each tested against its reference
 // kernel (tests/unit/runtime/grad_kernels_test.cpp):
 //   dnnl.weight_grad          dW [N, K] = dy^T x as one oneDNN matmul: dy [R, N] read through the
-//                             transposed tag `ba`, all dims run-time (one primitive for any R)
+//                             transposed tag `ba`, all dims run-time (one primitive for any R);
+//                             precision "bf16" on an AVX512-BF16 CPU: both operands rounded to
+//                             bf16 per call, f32 result (gemm:jit's bf16 kernel, ~2x the f32 rate)
 //   fast.bias_grad            column sums, rows split over threads, partial sums merged
 //   fast.relu_grad            vectorised select
 //   fast.label_smoothed_xent_grad  (softmax(z) - q) / N per row with the vectorised exp
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "format.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/onednn/onednn_util.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/xent_common.h"
@@ -25,13 +28,15 @@ using namespace dnnl_names;
 
 class DnnlWeightGradKernel final : public Kernel {
 public:
-  const char *name() const override { return "dnnl.weight_grad"; }
+  const char *name() const override { return bf16_ ? "dnnl.weight_grad.bf16" : "dnnl.weight_grad"; }
   Status prepare(const KernelPrepareInfo &info) override {
     ctx_ = cpuDevice(info.device);
     if (!ctx_) return internalError("dnnl.weight_grad needs the CPU device");
+    bf16_ = attrString(*info.node, "precision") == "bf16" && gemm::cpuHasAvx512Bf16();
+    const memory::data_type operands = bf16_ ? kBf16 : kF32;
     try {
-      memory::desc srcMd({kRT, kRT}, kF32, tag::ba);  // dy^T: [N, R] over dy's [R, N] storage
-      memory::desc wMd({kRT, kRT}, kF32, tag::ab);    // x [R, K]
+      memory::desc srcMd({kRT, kRT}, operands, tag::ba);  // dy^T: [N, R] over dy's [R, N] storage
+      memory::desc wMd({kRT, kRT}, operands, tag::ab);    // x [R, K]
       memory::desc dstMd({kRT, kRT}, kF32, tag::ab);  // dW [N, K]
       prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine));
     } catch (const dnnl::error &e) {
@@ -48,15 +53,25 @@ public:
       return Status::OK();
     }
     try {
+      const void *dyData = dy.data, *xData = x.data;
+      if (bf16_) {
+        dyBf16_.resize(size_t(r * n));
+        xBf16_.resize(size_t(r * k));
+        gemm::toBf16(dy.as<float>(), r * n, dyBf16_.data());
+        gemm::toBf16(x.as<float>(), r * k, xBf16_.data());
+        dyData = dyBf16_.data();
+        xData = xBf16_.data();
+      }
+      const memory::data_type operands = bf16_ ? kBf16 : kF32;
       if (r != r_ || n != n_ || k != k_) {
-        dyMem_ = memory({{n, r}, kF32, tag::ba}, ctx_->engine, nullptr);
-        xMem_ = memory({{r, k}, kF32, tag::ab}, ctx_->engine, nullptr);
+        dyMem_ = memory({{n, r}, operands, tag::ba}, ctx_->engine, nullptr);
+        xMem_ = memory({{r, k}, operands, tag::ab}, ctx_->engine, nullptr);
         dwMem_ = memory({{n, k}, kF32, tag::ab}, ctx_->engine, nullptr);
         args_ = {{DNNL_ARG_SRC, dyMem_.get()}, {DNNL_ARG_WEIGHTS, xMem_.get()}, {DNNL_ARG_DST, dwMem_.get()}};
         r_ = r, n_ = n, k_ = k;
       }
-      dyMem_.set_data_handle(dy.data);
-      xMem_.set_data_handle(x.data);
+      dyMem_.set_data_handle(const_cast<void *>(dyData));
+      xMem_.set_data_handle(const_cast<void *>(xData));
       dwMem_.set_data_handle(dw.data);
       dnnlExecute(prim_, ctx_->stream, args_);
       ctx_->stream.wait();
@@ -68,6 +83,8 @@ public:
 
 private:
   CpuDevice *ctx_ = nullptr;
+  bool bf16_ = false;
+  std::vector<uint16_t> dyBf16_, xBf16_;  // the bf16 operands, grown once
   dnnl::matmul prim_;
   int64_t r_ = -1, n_ = -1, k_ = -1;
   memory dyMem_, xMem_, dwMem_;
