@@ -27,6 +27,8 @@ std::string loadAverage() {
 
 struct Variant {
   std::string fusion;
+  bool bf16 = false;
+  std::string label;
   std::unique_ptr<tfmrt::Model> model;
   tfmrt::MemoryPlanSummary memory;
   std::vector<double> millis;
@@ -90,7 +92,7 @@ double measureGemmPeak(const tfmrt::RuntimeOptions &options, int reps) {
 
 int benchCommand(const CommandLine &cl) {
   auto unknown = cl.unknown({"batch", "src-len", "tgt-len", "rounds", "iters", "threads", "seed",
-                             "peak-gflops"});
+                             "peak-gflops", "precision"});
   if (!unknown.empty()) {
     std::cerr << "tfmc bench: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -131,15 +133,27 @@ int benchCommand(const CommandLine &cl) {
                                        ids(batch, tgtLen, spec.model.tgt_vocab_size),
                                        ids(batch, tgtLen, spec.model.tgt_vocab_size)};
 
+  // Default: the fused against the unfused build (f32). --precision=bf16: the fused build in bf16
+  // (tfm-lower-precision) against the same build in f32.
+  const std::string precision = cl.get("precision", "f32");
+  if (precision != "f32" && precision != "bf16") {
+    std::cerr << "tfmc bench: error: --precision: expected f32 or bf16, got '" << precision << "'\n";
+    return 2;
+  }
+  const bool comparePrecision = precision == "bf16";
   std::vector<Variant> variants(2);
   variants[0].fusion = "all";
-  variants[1].fusion = "none";
+  variants[0].bf16 = comparePrecision;
+  variants[0].label = comparePrecision ? "bf16" : "fused";
+  variants[1].fusion = comparePrecision ? "all" : "none";
+  variants[1].label = comparePrecision ? "f32" : "unfused";
   tfmrt::RuntimeOptions runtimeOptions;
   runtimeOptions.num_threads = int(cl.getInt("threads", 0));
   for (Variant &v : variants) {
     PipelineOptions pipeline;
     std::string error;
     pipeline.parseFusionList(v.fusion, error);
+    pipeline.bf16 = v.bf16;
     mlir::MLIRContext context;
     tfmrt::Artifact artifact;
     if (failed(compileModelSpec(spec, context, artifact, pipeline))) return 1;
@@ -147,15 +161,16 @@ int benchCommand(const CommandLine &cl) {
     if (s.ok()) s = v.model->initWeights(1);
     if (s.ok()) s = v.model->run("forward", inputs, v.outputs);  // warm-up: binds shapes
     if (!s.ok()) {
-      std::cerr << "tfmc bench: error (fusion=" << v.fusion << "): " << s.message() << "\n";
+      std::cerr << "tfmc bench: error (" << v.label << "): " << s.message() << "\n";
       return 1;
     }
     v.memory = v.model->lastMemoryPlan("forward");  // what run() allocated: arena + kernel scratch
   }
 
   const std::string loadBefore = loadAverage();
-  std::printf("tfmc bench %s: batch %lld x (src %lld + tgt %lld) tokens, forward + loss, f32\n",
-              cl.positionals[0].c_str(), (long long)batch, (long long)srcLen, (long long)tgtLen);
+  std::printf("tfmc bench %s: batch %lld x (src %lld + tgt %lld) tokens, forward + loss, %s\n",
+              cl.positionals[0].c_str(), (long long)batch, (long long)srcLen, (long long)tgtLen,
+              comparePrecision ? "fused build, bf16 vs f32" : "f32, fused vs unfused build");
   std::fflush(stdout);
   for (int64_t r = 0; r < rounds; ++r)
     for (Variant &v : variants)
@@ -163,7 +178,7 @@ int benchCommand(const CommandLine &cl) {
         auto start = std::chrono::steady_clock::now();
         tfmrt::Status s = v.model->run("forward", inputs, v.outputs);
         if (!s.ok()) {
-          std::cerr << "tfmc bench: error (fusion=" << v.fusion << "): " << s.message() << "\n";
+          std::cerr << "tfmc bench: error (" << v.label << "): " << s.message() << "\n";
           return 1;
         }
         v.millis.push_back(std::chrono::duration<double, std::milli>(
@@ -191,26 +206,28 @@ int benchCommand(const CommandLine &cl) {
     double ms = median(v.millis);
     double rate = flops / (ms / 1e3) / 1e9;
     std::printf("%-8s %12.2f %12.0f %10.1f %8.1f%% %8.1f%% %16.1f\n",
-                v.fusion == "all" ? "fused" : "unfused", ms, tokens / (ms / 1e3), rate,
+                v.label.c_str(), ms, tokens / (ms / 1e3), rate,
                 100.0 * rate / peak, gemmPeak > 0 ? 100.0 * rate / gemmPeak : 0.0,
                 double(v.memory.peakBytes()) / (1 << 20));
   }
   const double speedup = median(variants[1].millis) / median(variants[0].millis);
-  std::printf("fused/unfused speed-up: %.2fx; peak memory (intermediates + kernel scratch) unfused/fused: %.2fx\n",
-              speedup, double(variants[1].memory.peakBytes()) / double(std::max<int64_t>(1, variants[0].memory.peakBytes())));
+  std::printf("%s/%s speed-up: %.2fx; peak memory (intermediates + kernel scratch) %s/%s: %.2fx\n",
+              variants[0].label.c_str(), variants[1].label.c_str(), speedup, variants[1].label.c_str(),
+              variants[0].label.c_str(),
+              double(variants[1].memory.peakBytes()) / double(std::max<int64_t>(1, variants[0].memory.peakBytes())));
   // Fusion removes memory traffic and launches, not FLOPs: a build that spent nothing but its
   // projection GEMMs at the measured matmul rate would bound the speed-up fusion can give.
-  if (gemmPeak > 0) {
+  if (gemmPeak > 0 && !comparePrecision) {
     const double gemmOnlyMs = split.projections / (gemmPeak * 1e9) * 1e3;
     std::printf("bound: projection GEMMs alone (%.1f GFLOP) at the measured %.1f GFLOP/s take %.2f ms, so no "
                 "fusion can beat unfused by more than %.2fx here\n",
                 split.projections / 1e9, gemmPeak, gemmOnlyMs, median(variants[1].millis) / gemmOnlyMs);
   }
-  std::printf("logits max |fused - unfused| = %.3g (max |logit| %.3g); %.1f GFLOP per forward "
+  std::printf("logits max |%s - %s| = %.3g (max |logit| %.3g); %.1f GFLOP per forward "
               "(GEMMs + attention, spec/FlopCount.h)\n"
               "peaks: nominal %.0f GFLOP/s (--peak-gflops); measured 2048^3 tfm.matmul (packed) in "
               "this run %.1f GFLOP/s\n",
-              maxDiff, maxAbs, flops / 1e9, peak, gemmPeak);
+              variants[0].label.c_str(), variants[1].label.c_str(), maxDiff, maxAbs, flops / 1e9, peak, gemmPeak);
   std::printf("%lld rounds x %lld iterations per build, alternating; load average before %s, "
               "after %s\n",
               (long long)rounds, (long long)iters, loadBefore.c_str(), loadAverage().c_str());

@@ -52,7 +52,7 @@ std::vector<OptionSpec> pipelineOptions() {
       {"fusion", Kind::Text, "all (default), none, or a comma list of merge-projections, attention, epilogues, layouts"},
       {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why"},
       {"print-ir-after-all", Kind::Flag, "print the IR after every pass"},
-      {"precision", Kind::Text, "f32 (default) or bf16: bf16 GEMM operands with f32 accumulation in inference entries"},
+      {"precision", Kind::Text, "f32 (default) or bf16: bf16 GEMM operands with f32 accumulation (weights and weight gradients)"},
   };
 }
 
@@ -140,7 +140,7 @@ std::vector<CommandSpec> commandSpecs() {
       {"average", "files", "the artifact, then the checkpoints to average",
        "Average the parameters of checkpoints of one model (e.g. the last N) into a new checkpoint.",
        {{"o", Kind::Text, "output checkpoint (required)"}}},
-      {"bench", "spec", "model spec (.yaml)", "Run the spec fused and unfused side by side: tokens/s and their ratio.",
+      {"bench", "spec", "model spec (.yaml)", "Run the spec fused and unfused (or bf16 and f32) side by side: tokens/s and their ratio.",
        {{"batch", Kind::Int, "batch size (default: the spec's compile: shapes)"},
         {"src-len", Kind::Int, "source length"},
         {"tgt-len", Kind::Int, "target length"},
@@ -148,7 +148,8 @@ std::vector<CommandSpec> commandSpecs() {
         {"iters", Kind::Int, "calls per round"},
         {"threads", Kind::Int, "OpenMP threads"},
         {"seed", Kind::Int, "weights and inputs seed"},
-        {"peak-gflops", Kind::Number, "machine peak for the utilisation column"}}},
+        {"peak-gflops", Kind::Number, "machine peak for the utilisation column"},
+        {"precision", Kind::Text, "bf16: compare the fused build in bf16 with it in f32 (instead of fused vs unfused)"}}},
   };
 }
 
