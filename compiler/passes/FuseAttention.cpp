@@ -116,6 +116,30 @@ struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
       }
       rewrite(m);
     }
+    foldDecodeSlices();
+  }
+
+  // decode_step's self-attention reads Q, K and V of the newest position from one merged
+  // projection through slices: the attention takes Q's columns at q_offset and each cache write
+  // its key or value at update_offset instead, so the slices (a copy each) disappear.
+  void foldDecodeSlices() {
+    SmallVector<Operation *> sites;
+    getOperation().walk([&](Operation *op) {
+      if (isa<tfm::CachedAttentionOp, tfm::CacheWriteOp>(op)) sites.push_back(op);
+    });
+    for (Operation *op : sites) {
+      const unsigned operand = isa<tfm::CachedAttentionOp>(op) ? 0 : 1;
+      auto slice = op->getOperand(operand).getDefiningOp<tfm::SliceLastOp>();
+      if (!slice) continue;
+      const char *attr = operand == 0 ? "q_offset" : "update_offset";
+      auto current = op->getAttrOfType<IntegerAttr>(attr);
+      const int64_t offset = (current ? current.getInt() : 0) + int64_t(slice.getOffset());
+      op->setOperand(operand, slice.getInput());
+      op->setAttr(attr, Builder(op).getI64IntegerAttr(offset));
+      reportSite(report, op, "fuse-attention",
+                 std::string(operand == 0 ? "query" : "cache update") + " read in place from the merged projection");
+      eraseIfDead(slice);
+    }
   }
 
   void rewrite(AttentionMatch &m) {

@@ -323,12 +323,15 @@ def Tfm_CacheReorderOp : Tfm_ExecOp<"cache_reorder", "cacheReorder", [MemoryEffe
 }
 
 def Tfm_CacheWriteOp : Tfm_ExecOp<"cache_write", "cacheWrite", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>], 1> {
-  let summary = "cache[r, step, :] = update[r, 0, :] for every row r of update, in place";
+  let summary = "cache[r, step, :] = update[r, 0, update_offset + (0..D)] for every row r of update, in place";
   let description = [{
-    cache [Rc, Tc, D], update [R, 1, D] with R <= Rc, step: tensor<i32> in [0, Tc). The result is
-    the updated cache.
+    cache [Rc, Tc, D], update [R, 1, W] with R <= Rc and update_offset + D <= W, step:
+    tensor<i32> in [0, Tc). The columns are read in place, so a key or value written straight
+    from a merged projection needs no slice (tfm-fuse-attention folds tfm.slice_last into the
+    offset). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Scalar:$step);
+  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Scalar:$step,
+                       DefaultValuedAttr<Tfm_Offset, "0">:$update_offset);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$cache `,` $update `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -250,8 +250,9 @@ std::string cacheWrite(const ShapeArgs &a, Dims &out) {
   const Dims &cache = a[0], &update = a[1];
   std::string err = rowsWithin("update", update[0], cache[0]);
   if (!err.empty()) return err;
-  if (!compatible(update[1], 1) || !compatible(update[2], cache[2]))
-    return mismatch("update must be [R, 1, D] for a cache [Rc, Tc, D]", update, cache);
+  if (!compatible(update[1], 1)) return mismatch("update must be [R, 1, W] for a cache [Rc, Tc, D]", update, cache);
+  if (cache[2] != kDynamic) err = columns("update", update, a.attrInt("update_offset"), cache[2]);
+  if (!err.empty()) return err;
   out = cache;
   return "";
 }

@@ -602,15 +602,23 @@ func.func @cache_step_rank(%p: tensor<?xi32>, %s: tensor<1xi32>) {
 // -----
 func.func @cache_write_width(%u: tensor<?x1x4xf32>, %s: tensor<i32>) {
   %c = tfm.state "k" : tensor<?x?x8xf32>
-  // expected-error @+1 {{update must be [R, 1, D] for a cache [Rc, Tc, D]: [?, 1, 4] vs [?, ?, 8]}}
+  // expected-error @+1 {{update columns [0, 8) exceed its width 4: [?, 1, 4]}}
   %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xf32>, tensor<?x1x4xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_offset(%u: tensor<?x1x16xf32>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{update columns [12, 20) exceed its width 16: [?, 1, 16]}}
+  %0 = tfm.cache_write %c, %u, %s {update_offset = 12} : (tensor<?x?x8xf32>, tensor<?x1x16xf32>, tensor<i32>) -> tensor<?x?x8xf32>
   return
 }
 
 // -----
 func.func @cache_write_length(%u: tensor<?x2x8xf32>, %s: tensor<i32>) {
   %c = tfm.state "k" : tensor<?x?x8xf32>
-  // expected-error @+1 {{update must be [R, 1, D] for a cache [Rc, Tc, D]: [?, 2, 8] vs [?, ?, 8]}}
+  // expected-error @+1 {{update must be [R, 1, W] for a cache [Rc, Tc, D]: [?, 2, 8] vs [?, ?, 8]}}
   %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xf32>, tensor<?x2x8xf32>, tensor<i32>) -> tensor<?x?x8xf32>
   return
 }

@@ -97,3 +97,28 @@ func.func @causal_across_sequences(%a: tensor<?x?x8xf32>, %b: tensor<?x?x8xf32>,
   return %o : tensor<?x?x8xf32>
 }
 #x = loc("x.attn"("spec.yaml":7:3))
+
+// -----
+// decode_step's self-attention over a merged QKV projection: the query slice folds into
+// q_offset, the key and value slices into the cache writes' update_offset; the slices are gone.
+// CHECK-LABEL: func.func @decode_slices
+// CHECK-NOT: tfm.slice_last
+// CHECK: %[[K:.*]] = tfm.cache_write %{{.*}}, %arg0, %arg1 {update_offset = 8 : i64}
+// CHECK: %[[V:.*]] = tfm.cache_write %{{.*}}, %arg0, %arg1 {update_offset = 16 : i64}
+// CHECK: tfm.cached_attention %arg0, %[[K]], %[[V]], %arg1 {head_dim = 4 : i64, heads = 2 : i64, scale = 5.000000e-01 : f64}
+// CHECK-NOT: tfm.slice_last
+// REPORT: remark: fuse-attention: d.attn: cache update read in place from the merged projection
+// REPORT: remark: fuse-attention: d.attn: cache update read in place from the merged projection
+// REPORT: remark: fuse-attention: d.attn: query read in place from the merged projection
+func.func @decode_slices(%qkv: tensor<?x1x24xf32>, %step: tensor<i32>) -> tensor<?x1x8xf32> {
+  %q = tfm.slice_last %qkv {offset = 0 : i64, size = 8 : i64} : (tensor<?x1x24xf32>) -> tensor<?x1x8xf32> loc(#d)
+  %k = tfm.slice_last %qkv {offset = 8 : i64, size = 8 : i64} : (tensor<?x1x24xf32>) -> tensor<?x1x8xf32> loc(#d)
+  %v = tfm.slice_last %qkv {offset = 16 : i64, size = 8 : i64} : (tensor<?x1x24xf32>) -> tensor<?x1x8xf32> loc(#d)
+  %kc = tfm.state "k" : tensor<?x?x8xf32> loc(#d)
+  %kw = tfm.cache_write %kc, %k, %step : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<i32>) -> tensor<?x?x8xf32> loc(#d)
+  %vc = tfm.state "v" : tensor<?x?x8xf32> loc(#d)
+  %vw = tfm.cache_write %vc, %v, %step : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<i32>) -> tensor<?x?x8xf32> loc(#d)
+  %o = tfm.cached_attention %q, %kw, %vw, %step {head_dim = 4 : i64, heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<i32>) -> tensor<?x1x8xf32> loc(#d)
+  return %o : tensor<?x1x8xf32>
+}
+#d = loc("d.attn"("spec.yaml":9:3))

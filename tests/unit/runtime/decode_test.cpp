@@ -112,6 +112,36 @@ Artifact cacheArtifact() {
   return a;
 }
 
+// update_offset: the written row is update[r, 0, offset .. offset + D) of a wider update (the
+// merged Q/K/V projection), on both backends.
+TEST(SessionState, CacheWriteReadsTheColumnsAtTheOffset) {
+  Artifact a;
+  a.modelName = "cache";
+  FunctionBuilder f(a, "step");
+  uint32_t update = f.input("update", DType::F32, {kDyn, 1, 12});
+  uint32_t step = f.input("step", DType::I32, {});
+  uint32_t cache = f.state("cache", {kDyn, kDyn, 4});
+  f.inPlace("tfm.cache_write", {cache, update, step}, cache, {{"update_offset", AttrValue::ofInt(4)}});
+  f.output(f.op("tfm.scale", {cache}, DType::F32, {kDyn, kDyn, 4}, {{"factor", AttrValue::ofFloat(1.0)}}));
+  f.finish();
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    auto model = loadModel(a, backend);
+    ASSERT_TRUE(model);
+    std::unique_ptr<Session> s;
+    ASSERT_TRUE(Session::create(*model, s).ok());
+    ASSERT_TRUE(s->bindStates({2, 3}).ok());
+    std::vector<float> upd(24);
+    for (int i = 0; i < 24; ++i) upd[size_t(i)] = float(i);
+    std::vector<Tensor> out;
+    ASSERT_OK(s->run("step", {Tensor::f32({2, 1, 12}, upd), Tensor::i32({}, {1})}, out));
+    ASSERT_EQ(out[0].shape, Shape({2, 3, 4}));
+    for (int r = 0; r < 2; ++r)
+      for (int p = 0; p < 3; ++p)
+        for (int j = 0; j < 4; ++j)
+          EXPECT_EQ(out[0].data<float>()[(r * 3 + p) * 4 + j], p == 1 ? float(r * 12 + 4 + j) : 0.0f) << r << p << j;
+  }
+}
+
 TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
   auto model = loadModel(cacheArtifact(), KernelBackend::Dnnl);
   ASSERT_TRUE(model);

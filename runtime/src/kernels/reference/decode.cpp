@@ -71,14 +71,21 @@ class CacheWriteKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.cache_write"; }
   Status run(const KernelArgs &a) override {
-    const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0);
+    const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
     int64_t step;
     TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[2], Tc, "the cache length", step));
     float *cache = a.outputs[0].as<float>();
-    const float *update = a.inputs[1].as<float>();
-    for (int64_t r = 0; r < R; ++r) std::memcpy(cache + (r * Tc + step) * D, update + r * D, size_t(D) * sizeof(float));
+    const float *update = a.inputs[1].as<float>() + offset_;
+    for (int64_t r = 0; r < R; ++r) std::memcpy(cache + (r * Tc + step) * D, update + r * W, size_t(D) * sizeof(float));
     return Status::OK();
   }
+  Status prepare(const KernelPrepareInfo &info) override {
+    offset_ = attrInt(*info.node, "update_offset");
+    return Status::OK();
+  }
+
+private:
+  int64_t offset_ = 0;
 };
 
 class AddPositionAtKernel final : public Kernel {
