@@ -5,14 +5,18 @@ alternating rounds in one run so machine noise hits all three. Prints tokens/s o
 fused/unfused and tfmc/PyTorch, and the load average.
 
   python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
-  python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6]
+  python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6] [--pytorch idiomatic|reference]
   python3 bench/compare_pytorch.py --mode decode --spec small --checkpoint small.ckpt --tokenizer m30k.spm \
       [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4]
 
 --mode train compares training steps instead: tfmc's compiled train_step (`tfmc train`, dropout +
 forward + backward + Adam in one graph, fused build) against PyTorch's train-mode forward,
-backward and torch.optim.Adam step (bench/pytorch_forward.py --adam), same shapes and initial
-weights, median step time of each round.
+backward and torch.optim.Adam step, same shapes and initial weights, median step time of each
+round. --pytorch idiomatic (the default) times bench/pytorch_train.py --adam, the same model as a
+careful PyTorch user writes it (merged Q/K/V projections, nn.Dropout, F.cross_entropy with label
+smoothing; `pytorch_train.py --check-against-reference` checks its loss, gradients and Adam step
+against the reference); --pytorch reference times bench/pytorch_forward.py --adam, the op-by-op
+golden reference tests/reference/transformer_ref.py (written for clarity, slower).
 
 --mode decode translates a test split with a trained checkpoint: `tfmc translate` (encode +
 decode_step with the K/V cache) against bench/pytorch_decode.py (the reference modules run token by
@@ -96,10 +100,14 @@ def run_tfmc_train(build, spec, shape, steps, artifact):
     return b * (s + t) / (float(m.group(1)) / 1e3)
 
 
-def run_pytorch_train(spec, shape, iters, threads, weights):
+# --mode train's PyTorch side: the script timed for each --pytorch choice (same CLI and JSON line).
+TRAIN_SCRIPTS = {"idiomatic": "pytorch_train.py", "reference": "pytorch_forward.py"}
+
+
+def run_pytorch_train(script, spec, shape, iters, threads, weights):
     b, s, t = shape
     out = subprocess.run(
-        ["/usr/bin/python3", os.path.join(HERE, "pytorch_forward.py"), "--spec",
+        ["/usr/bin/python3", os.path.join(HERE, script), "--spec",
          os.path.join(ROOT, "models", spec + ".yaml"), "--batch", str(b), "--src-len", str(s),
          "--tgt-len", str(t), "--iters", str(iters), "--warmup", "1", "--threads", str(threads),
          "--adam", "--weights", weights], check=True, capture_output=True, text=True).stdout
@@ -115,10 +123,12 @@ def main_train(args):
                     "--entries=forward,train_step", "-o", artifact, "--quiet"], check=True)
     print(f"spec {args.spec}, training step on batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, f32, "
           f"{args.threads} threads (dropout, forward, backward, Adam); load average before: {loadavg()}")
+    script = TRAIN_SCRIPTS[args.pytorch]
+    print(f"pytorch: {args.pytorch} model (bench/{script} --adam)")
     ours, torch = [], []
     for r in range(args.rounds):
         ours.append(run_tfmc_train(args.build, args.spec, shape, args.steps, artifact))
-        torch.append(run_pytorch_train(args.spec, shape, args.iters, args.threads, weights))
+        torch.append(run_pytorch_train(script, args.spec, shape, args.iters, args.threads, weights))
         print(f"  round {r + 1}: tfmc {ours[-1]:8.0f}  pytorch {torch[-1]:8.0f} tokens/s   "
               f"tfmc/pytorch {ours[-1] / torch[-1]:.2f}   load {loadavg()}")
     o, p = statistics.median(ours), statistics.median(torch)
@@ -181,6 +191,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", choices=["forward", "train", "decode"], default="forward")
     ap.add_argument("--steps", type=int, default=6, help="tfmc training steps per round (--mode train)")
+    ap.add_argument("--pytorch", choices=sorted(TRAIN_SCRIPTS), default="idiomatic",
+                    help="--mode train: time bench/pytorch_train.py (idiomatic) or pytorch_forward.py (reference)")
     ap.add_argument("--checkpoint", help="--mode decode: a trained checkpoint of --spec")
     ap.add_argument("--tokenizer", help="--mode decode: its SentencePiece model")
     ap.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "multi30k"))
