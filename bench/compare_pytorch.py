@@ -5,7 +5,8 @@ alternating rounds in one run so machine noise hits all three. Prints tokens/s o
 fused/unfused and tfmc/PyTorch, and the load average.
 
   python3 bench/compare_pytorch.py --build build [--spec transformer-base] [--rounds 3]
-  python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6] [--pytorch idiomatic|reference]
+  python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6] [--pytorch idiomatic|reference] \
+      [--precision f32|bf16|both]
   python3 bench/compare_pytorch.py --mode decode --spec small --checkpoint small.ckpt --tokenizer m30k.spm \
       [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4]
 
@@ -16,7 +17,9 @@ round. --pytorch idiomatic (the default) times bench/pytorch_train.py --adam, th
 careful PyTorch user writes it (merged Q/K/V projections, nn.Dropout, F.cross_entropy with label
 smoothing; `pytorch_train.py --check-against-reference` checks its loss, gradients and Adam step
 against the reference); --pytorch reference times bench/pytorch_forward.py --adam, the op-by-op
-golden reference tests/reference/transformer_ref.py (written for clarity, slower).
+golden reference tests/reference/transformer_ref.py (written for clarity, slower). --precision
+bf16 compiles tfmc's step with `--precision=bf16` (bf16 GEMM operands, f32 masters, Adam and
+loss); both times the f32 and the bf16 build in the same rounds and prints their ratio too.
 
 --mode decode translates a test split with a trained checkpoint: `tfmc translate` (encode +
 decode_step with the K/V cache) against bench/pytorch_decode.py (the reference modules run token by
@@ -118,22 +121,34 @@ def main_train(args):
     shape = TRAIN_SHAPES[args.spec]
     workdir = tempfile.mkdtemp(prefix="tfmc-compare-")
     weights = export_weights(args.build, args.spec, workdir)
-    artifact = os.path.join(workdir, args.spec + "-train.tfmx")
-    subprocess.run([os.path.join(args.build, "bin", "tfmc"), "compile", os.path.join(ROOT, "models", args.spec + ".yaml"),
-                    "--entries=forward,train_step", "-o", artifact, "--quiet"], check=True)
-    print(f"spec {args.spec}, training step on batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, f32, "
-          f"{args.threads} threads (dropout, forward, backward, Adam); load average before: {loadavg()}")
+    precisions = ["f32", "bf16"] if args.precision == "both" else [args.precision]
+    artifacts = {}
+    for precision in precisions:
+        artifacts[precision] = os.path.join(workdir, f"{args.spec}-train-{precision}.tfmx")
+        subprocess.run([os.path.join(args.build, "bin", "tfmc"), "compile", os.path.join(ROOT, "models", args.spec + ".yaml"),
+                        "--entries=forward,train_step", f"--precision={precision}", "-o", artifacts[precision],
+                        "--quiet"], check=True)
+    print(f"spec {args.spec}, training step on batch {shape[0]} x (src {shape[1]} + tgt {shape[2]}) tokens, "
+          f"tfmc {' and '.join(precisions)}, PyTorch f32, {args.threads} threads (dropout, forward, backward, Adam); "
+          f"load average before: {loadavg()}")
     script = TRAIN_SCRIPTS[args.pytorch]
     print(f"pytorch: {args.pytorch} model (bench/{script} --adam)")
-    ours, torch = [], []
+    ours = {precision: [] for precision in precisions}
+    torch = []
     for r in range(args.rounds):
-        ours.append(run_tfmc_train(args.build, args.spec, shape, args.steps, artifact))
+        for precision in precisions:
+            ours[precision].append(run_tfmc_train(args.build, args.spec, shape, args.steps, artifacts[precision]))
         torch.append(run_pytorch_train(script, args.spec, shape, args.iters, args.threads, weights))
-        print(f"  round {r + 1}: tfmc {ours[-1]:8.0f}  pytorch {torch[-1]:8.0f} tokens/s   "
-              f"tfmc/pytorch {ours[-1] / torch[-1]:.2f}   load {loadavg()}")
-    o, p = statistics.median(ours), statistics.median(torch)
-    print(f"median tokens/s: tfmc {o:.0f}, pytorch {p:.0f}; tfmc/pytorch = {o / p:.2f}x "
-          f"(load average after: {loadavg()})")
+        cells = "  ".join(f"tfmc {p} {ours[p][-1]:7.0f}" for p in precisions)
+        ratios = "  ".join(f"{p}/pytorch {ours[p][-1] / torch[-1]:.2f}" for p in precisions)
+        print(f"  round {r + 1}: {cells}  pytorch {torch[-1]:7.0f} tokens/s   {ratios}   load {loadavg()}")
+    p = statistics.median(torch)
+    for precision in precisions:
+        o = statistics.median(ours[precision])
+        print(f"median tokens/s: tfmc {precision} {o:.0f}, pytorch {p:.0f}; tfmc {precision}/pytorch = {o / p:.2f}x")
+    if len(precisions) == 2:
+        print(f"tfmc bf16/f32 = {statistics.median(ours['bf16']) / statistics.median(ours['f32']):.2f}x")
+    print(f"load average after: {loadavg()}")
     shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -191,6 +206,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", choices=["forward", "train", "decode"], default="forward")
     ap.add_argument("--steps", type=int, default=6, help="tfmc training steps per round (--mode train)")
+    ap.add_argument("--precision", choices=["f32", "bf16", "both"], default="f32",
+                    help="--mode train: tfmc's compile --precision; both times the two side by side")
     ap.add_argument("--pytorch", choices=sorted(TRAIN_SCRIPTS), default="idiomatic",
                     help="--mode train: time bench/pytorch_train.py (idiomatic) or pytorch_forward.py (reference)")
     ap.add_argument("--checkpoint", help="--mode decode: a trained checkpoint of --spec")

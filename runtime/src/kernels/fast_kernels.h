@@ -13,6 +13,7 @@ void registerDnnlMatmul(KernelRegistry &r);  // tfm.matmul and tfm.linear, plain
 void registerDnnlBatchMatmul(KernelRegistry &r);
 void registerDnnlSoftmax(KernelRegistry &r);
 void registerFastLayerNorm(KernelRegistry &r);   // layer_norm, add_layer_norm
+void registerFastLayerNormGrad(KernelRegistry &r);  // layer_norm_grad, layer_norm_gamma_grad
 void registerFastElementwise(KernelRegistry &r);  // scale, relu, gelu, add, bias_add, mask
 void registerFastCopy(KernelRegistry &r);         // split_heads, merge_heads, slice_last
 void registerFastXent(KernelRegistry &r);         // label_smoothed_xent

@@ -9,6 +9,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerDnnlBatchMatmul(r);
   registerDnnlSoftmax(r);
   registerFastLayerNorm(r);
+  registerFastLayerNormGrad(r);
   registerFastElementwise(r);
   registerFastCopy(r);
   registerFastXent(r);

@@ -25,6 +25,13 @@ TEST_P(FastGradKernels, MatchReference) {
   if (pre.numel() > 1) pre.data<float>()[0] = 0.0f;  // relu'(0) = 0, as in PyTorch
   SingleOp("tfm.relu_grad", {{pre}, {dy}}, {}).compare("fast.relu_grad", 0, 0);
 
+  // LayerNorm over rows of `out` features, x off-centre so the row moments matter; float row
+  // sums against the reference's double.
+  const Tensor lnX = randomF32({s.batch, s.len, s.out}, 57, -3, 5), gamma = randomF32({s.out}, 58, 0.5, 1.5);
+  const Attrs eps{{"epsilon", AttrValue::ofFloat(1e-5)}};
+  SingleOp("tfm.layer_norm_grad", {{lnX}, {gamma}, {dy}}, eps).compare("fast.layer_norm_grad", 2e-5, 1e-4);
+  SingleOp("tfm.layer_norm_gamma_grad", {{lnX}, {dy}}, eps).compare("fast.layer_norm_gamma_grad", 1e-4, 1e-4);
+
   // Repeated ids (the scatter-add must accumulate), small vocabulary.
   const int64_t vocab = 1 + s.in % 13;
   SingleOp("tfm.embedding_grad", {{randomIds({s.batch, s.len}, 0, int32_t(vocab), 56)}, {dy}},

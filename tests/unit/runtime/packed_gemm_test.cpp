@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/attention/attention.h"
+#include "kernels/gemm/bf16_weight_copies.h"
 #include "kernels/gemm/packed_gemm.h"
 #include "test_util.h"
 
@@ -114,6 +115,30 @@ TEST(PackedGemmBf16, RoundsToNearestEven) {
   EXPECT_EQ(gemm::floatToBf16(std::ldexp(1.0f, -8) * 1.5f + 1.0f), 0x3F81);     // above half: up
   EXPECT_TRUE(std::isnan(gemm::bf16ToFloat(gemm::floatToBf16(NAN))));
   EXPECT_EQ(gemm::bf16ToFloat(gemm::floatToBf16(-2.5f)), -2.5f);
+}
+
+// The Model-wide bf16 weight copies: converted once per weight and weights version, refreshed
+// when the version changes, freed when a weight goes unused for a whole version.
+TEST(Bf16WeightCopies, OneConversionPerWeightAndVersion) {
+  if (!gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  Tensor w1 = randomF32({1001}, 81), w2 = randomF32({64}, 82);
+  const float *p1 = w1.data<float>();
+  gemm::Bf16WeightCopies copies;
+  auto expectCopyOf = [](const uint16_t *copy, const Tensor &w) {
+    for (int64_t i = 0; i < w.numel(); ++i) ASSERT_EQ(copy[i], gemm::floatToBf16(w.data<float>()[i])) << i;
+  };
+  const uint16_t *c1 = copies.get(p1, 1001, 1);
+  expectCopyOf(c1, w1);
+  EXPECT_EQ(copies.get(p1, 1001, 1), c1);
+  expectCopyOf(copies.get(w2.data<float>(), 64, 1), w2);
+  EXPECT_EQ(copies.conversions(), 2);
+  w1.data<float>()[1000] += 1.0f;  // an optimizer step: a new version
+  expectCopyOf(copies.get(p1, 1001, 2), w1);
+  EXPECT_EQ(copies.conversions(), 3);
+  EXPECT_EQ(copies.copies(), 2u);
+  copies.get(p1, 1001, 3);  // w2 was not read during version 2
+  EXPECT_EQ(copies.copies(), 1u);
+  expectCopyOf(copies.get(w2.data<float>(), 64, 3), w2);
 }
 
 TEST(PackedGemmResidual, OutputMayBeTheResidual) {
@@ -238,34 +263,41 @@ TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
     const char *what;
     int64_t k, n;
     bool linear, relu, residual;
+    bool transposed = true;  // the weight is [N, K]
   };
   for (const Site &site : {Site{"linear relu, odd K", 301, 200, true, true, false},
                            Site{"linear + residual", 64, 96, true, false, true},
-                           Site{"matmul, transposed table", 128, 300, false, false, false}}) {
+                           Site{"matmul, transposed table", 128, 300, false, false, false},
+                           Site{"matmul, [K, N] weight", 96, 130, false, false, false, false}}) {
     auto artifact = [&](const char *layout) {
       Artifact art;
       FunctionBuilder f(art, "forward");
       uint32_t x = f.input("x", DType::F32, {kDyn, site.k});
       Attrs attrs{{"weight_layout", AttrValue::ofString(layout)}};
       if (site.relu) attrs["activation"] = AttrValue::ofString("relu");
-      if (!site.linear) attrs["transpose_b"] = AttrValue::ofInt(1);
-      std::vector<uint32_t> in{x, f.param("w", {site.n, site.k})};
+      if (!site.linear) attrs["transpose_b"] = AttrValue::ofInt(site.transposed ? 1 : 0);
+      std::vector<uint32_t> in{x, f.param("w", site.transposed ? Shape{site.n, site.k} : Shape{site.k, site.n})};
       if (site.linear) in.push_back(f.param("b", {site.n}));
       if (site.residual) in.push_back(f.input("r", DType::F32, {kDyn, site.n}));
       f.output(f.op(site.linear ? "tfm.linear" : "tfm.matmul", in, DType::F32, {kDyn, site.n}, attrs));
       f.finish();
       return art;
     };
-    std::map<std::string, Tensor> weights{{"w", randomF32({site.n, site.k}, 71)}};
-    if (site.linear) weights["b"] = randomF32({site.n}, 72);
     auto bf16 = loadModel(artifact("packed_bf16"), KernelBackend::Dnnl, 2);
     auto f32 = loadModel(artifact("packed"), KernelBackend::Dnnl, 2);
     ASSERT_TRUE(bf16 && f32);
-    ASSERT_OK(bf16->setWeights(weights));
-    ASSERT_OK(f32->setWeights(weights));
-    const float *w = weights["w"].data<float>();
+    // Two weight sets: the second must replace the first's bf16 copy.
+    for (uint64_t seed : {71, 171})
     for (int64_t m : {9, 256, 257, 600}) {
-      SCOPED_TRACE(::testing::Message() << site.what << ", M " << m);
+      SCOPED_TRACE(::testing::Message() << site.what << ", M " << m << ", weights " << seed);
+      std::map<std::string, Tensor> weights{
+          {"w", randomF32(site.transposed ? Shape{site.n, site.k} : Shape{site.k, site.n}, seed)}};
+      if (site.linear) weights["b"] = randomF32({site.n}, seed + 1);
+      if (m == 9) {
+        ASSERT_OK(bf16->setWeights(weights));
+        ASSERT_OK(f32->setWeights(weights));
+      }
+      const float *w = weights["w"].data<float>();
       std::vector<Tensor> in{randomF32({m, site.k}, uint64_t(m) + 73)}, a, b;
       if (site.residual) in.push_back(randomF32({m, site.n}, 74));
       ASSERT_OK(bf16->run("forward", in, a));
@@ -276,7 +308,8 @@ TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
         for (int64_t j = 0; j < site.n; ++j) {
           double exact = site.linear ? weights["b"].data<float>()[j] : 0.0, magnitude = 0;
           for (int64_t kk = 0; kk < site.k; ++kk) {
-            const double p = double(x[i * site.k + kk]) * double(w[j * site.k + kk]);
+            const double p =
+                double(x[i * site.k + kk]) * double(site.transposed ? w[j * site.k + kk] : w[kk * site.n + j]);
             exact += p;
             magnitude += std::fabs(p);
           }

@@ -25,9 +25,11 @@
 //
 // packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM;
 // more rows run a second oneDNN primitive with bf16 src and weights, f32 bias and dst (run-time M:
-// gemm:jit's bf16 kernel, ~2x the f32 rate here), the weight reordered to bf16 once per weights
-// version and x rounded to bf16 per call (nearest even, as the panel path). Without the ISA both
-// run the f32 paths above.
+// gemm:jit's bf16 kernel, ~2x the f32 rate here) on the Model's shared bf16 copy of the weight
+// (gemm::Bf16WeightCopies: converted once per weights version for all sites, read through the
+// same strides as the f32 weight; gemm:jit's bf16 kernel runs as fast on `ba` as on `ab`, unlike
+// its f32 kernel), x rounded to bf16 per call (nearest even, as the panel path). Without the ISA
+// both run the f32 paths above.
 #include <omp.h>
 
 #include "kernels/attention/attention.h"
@@ -90,7 +92,9 @@ public:
       prim_ = dnnl::matmul(pd);
       // When the preferred layout is the given one (matmul with b [K, N]), "packing" would be a
       // plain copy: read the weight in place instead.
-      if (packed_ && pd.weights_desc() != plainWMd) {
+      // (A kernel with the bf16 primitive below never runs this one: its weight is not packed.)
+      const bool bf16Primitive = bf16_ && gemm::cpuHasAvx512Bf16();
+      if (packed_ && pd.weights_desc() != plainWMd && !bf16Primitive) {
         packedW_ = memory(pd.weights_desc(), ctx_->engine);
         plainW_ = memory(plainWMd, ctx_->engine, nullptr);
         repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc()));
@@ -98,18 +102,15 @@ public:
       }
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
       fewRowsBf16_ = bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
-      if (bf16_ && gemm::cpuHasAvx512Bf16()) {
+      if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
         memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
-        memory::desc wBf16({kd, nd}, kBf16, tag::any);
+        memory::desc wBf16({kd, nd}, kBf16, transposeB_ ? tag::ba : tag::ab);
         auto descBf16 = linear_ ? dnnl::matmul::desc(srcBf16, wBf16, memory::desc({1, nd}, kF32, tag::ab), dstMd)
                                 : dnnl::matmul::desc(srcBf16, wBf16, dstMd);
         auto pdBf16 = dnnl::matmul::primitive_desc(descBf16, attr, ctx_->engine);
         primBf16_ = dnnl::matmul(pdBf16);
-        packedWBf16_ = memory(pdBf16.weights_desc(), ctx_->engine);
-        if (!repacks_) plainW_ = memory(plainWMd, ctx_->engine, nullptr);
-        repackBf16_ =
-            dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pdBf16.weights_desc()));
+        wMemBf16_ = memory(wBf16, ctx_->engine, nullptr);
         manyRowsBf16_ = true;
       }
     } catch (const dnnl::error &e) {
@@ -121,9 +122,9 @@ public:
   Status prepareWeights(const KernelArgs &a) override {
     if (!a.inputs[1].data) return Status::OK();
     try {
-      // A bf16 kernel with the bf16 primitive never reads the f32 packed copy: not made.
-      if (manyRowsBf16_) repackBf16(a.inputs[1].data, a.weightsVersion);
-      else if (repacks_) repack(a.inputs[1].data, a.weightsVersion);
+      // The bf16 primitive's weight copy is made on first use instead (shared, and a training
+      // step refreshes the weights of every entry, most of which the next step does not run).
+      if (repacks_) repack(a.inputs[1].data, a.weightsVersion);
     } catch (const dnnl::error &e) {
       return dnnlError("weight reorder", e);
     }
@@ -147,7 +148,7 @@ public:
     }
     if (manyRowsBf16_) {
       try {
-        runManyRowsBf16(A.as<float>(), B.data, linear_ ? a.inputs[2].data : nullptr, residual, C.as<float>(), m, k, n,
+        runManyRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].data : nullptr, residual, C.as<float>(), m, k, n,
                         a.weightsVersion);
       } catch (const dnnl::error &e) {
         return dnnlError(linear_ ? "bf16 linear" : "bf16 matmul", e);
@@ -197,17 +198,9 @@ private:
     packedFrom_ = plain;
   }
 
-  void repackBf16(const void *plain, uint64_t version) {
-    plainW_.set_data_handle(const_cast<void *>(plain));
-    repackBf16_.execute(ctx_->stream, plainW_, packedWBf16_);
-    ctx_->stream.wait();
-    bf16Version_ = version;
-    bf16From_ = plain;
-  }
-
-  void runManyRowsBf16(const float *x, const void *w, const void *bias, const float *residual, float *y, int64_t m,
+  void runManyRowsBf16(const float *x, const float *w, const void *bias, const float *residual, float *y, int64_t m,
                        int64_t k, int64_t n, uint64_t version) {
-    if (bf16Version_ != version || bf16From_ != w) repackBf16(w, version);
+    wMemBf16_.set_data_handle(const_cast<uint16_t *>(ctx_->bf16Weights.get(w, k * n, version)));
     const int64_t kp = gemm::pairCount(k);
     xPairs_.resize(size_t(m * kp));
     uint32_t *pairs = xPairs_.data();
@@ -218,7 +211,7 @@ private:
     if (m != mBf16_) {
       srcMemBf16_ = memory({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, nullptr);
       dstMemBf16_ = memory({{m, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-      argsBf16_ = {{DNNL_ARG_SRC, srcMemBf16_.get()}, {DNNL_ARG_WEIGHTS, packedWBf16_.get()}, {DNNL_ARG_DST, dstMemBf16_.get()}};
+      argsBf16_ = {{DNNL_ARG_SRC, srcMemBf16_.get()}, {DNNL_ARG_WEIGHTS, wMemBf16_.get()}, {DNNL_ARG_DST, dstMemBf16_.get()}};
       if (linear_) {
         biasMemBf16_ = memory({{1, n}, kF32, tag::ab}, ctx_->engine, nullptr);
         argsBf16_.push_back({DNNL_ARG_BIAS, biasMemBf16_.get()});
@@ -320,13 +313,10 @@ private:
   uint64_t panelsVersion_ = ~uint64_t(0);
   const void *panelsFrom_ = nullptr;
   // The bf16 primitive for more rows than the panel paths take (AVX512-BF16 CPUs only), its
-  // bf16 weight copy, and memory objects for the last M.
+  // bf16 weight (the shared copy's memory object), and memory objects for the last M.
   bool manyRowsBf16_ = false;
   dnnl::matmul primBf16_;
-  memory packedWBf16_;
-  dnnl::reorder repackBf16_;
-  uint64_t bf16Version_ = ~uint64_t(0);
-  const void *bf16From_ = nullptr;
+  memory wMemBf16_;
   int64_t mBf16_ = -1;
   memory srcMemBf16_, dstMemBf16_, biasMemBf16_;
   std::vector<dnnl_exec_arg_t> argsBf16_;

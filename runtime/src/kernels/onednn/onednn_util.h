@@ -8,6 +8,7 @@
 #include "device.h"
 #include "format.h"
 #include "kernels/fast_kernels.h"
+#include "kernels/gemm/bf16_weight_copies.h"
 
 namespace tfmrt {
 
@@ -20,12 +21,14 @@ constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
 constexpr dnnl::memory::data_type kBf16 = dnnl::memory::data_type::bf16;
 }  // namespace dnnl_names
 
-// One CPU engine + stream, shared by all kernels of a Model.
+// One CPU engine + stream, shared by all kernels of a Model, and the bf16 weight copies its bf16
+// GEMMs share (calls of a Model take turns, so the copies need no lock).
 class CpuDevice : public Device {
 public:
   const char *name() const override { return "cpu"; }
   dnnl::engine engine;
   dnnl::stream stream;
+  gemm::Bf16WeightCopies bf16Weights;
 };
 
 // The device a oneDNN kernel was prepared with; null when the Model has no CPU device.

@@ -1,0 +1,36 @@
+// bf16 copies of f32 weights for bf16 GEMMs, one per weight and weights version, shared by every
+// kernel of a Model (the CPU device holds it). A weight read by several GEMMs (a linear's forward
+// product and its backward dX product, a tied embedding's vocabulary projection, the same site in
+// the forward and train_step entries) is converted once per version instead of once per site.
+// The copy keeps the weight's own element order: oneDNN's run-time-M bf16 GEMM reads it through
+// strides as [K, N] or transposed at the same speed (measured), so no transposing reorder is made.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "tfmrt/tensor.h"
+
+namespace tfmrt::gemm {
+
+class Bf16WeightCopies {
+public:
+  // The bf16 copy (nearest even, gemm::toBf16) of the `count` floats at `weight` as of weights
+  // `version`, converted on the first request of that version. The pointer stays valid until a
+  // request for the same weight with a newer version. Needs cpuHasAvx512Bf16().
+  const uint16_t *get(const float *weight, int64_t count, uint64_t version);
+  size_t copies() const { return copies_.size(); }
+  int64_t conversions() const { return conversions_; }
+
+private:
+  struct Copy {
+    Tensor data;
+    int64_t count = 0;
+    uint64_t version = 0;
+  };
+  std::unordered_map<const float *, Copy> copies_;
+  uint64_t newest_ = 0;
+  int64_t conversions_ = 0;
+};
+
+}  // namespace tfmrt::gemm
