@@ -76,15 +76,18 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   }
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() < ids[y].size(); });
+  // Longest first: the first batch sizes the session's arena and K/V caches for all the others
+  // (shortest first grew them at nearly every batch: fresh pages zeroed by the kernel each time).
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() > ids[y].size(); });
   lines.assign(sources.size(), "");
   if (best) best->assign(sources.size(), "");
   for (size_t b = 0; b < order.size();) {
     // A batch: up to --batch sentences, and (with --max-batch-tokens) at most that many source
-    // tokens counted as sentences x longest (what the padded batch holds); at least one sentence.
+    // tokens counted as sentences x longest (what the padded batch holds: its first sentence's
+    // length); at least one sentence.
     size_t e = b + 1;
     while (e < order.size() && int64_t(e - b) < job.batch &&
-           (job.maxBatchTokens <= 0 || int64_t(e - b + 1) * int64_t(ids[order[e]].size() + 1) <= job.maxBatchTokens))
+           (job.maxBatchTokens <= 0 || int64_t(e - b + 1) * int64_t(ids[order[b]].size() + 1) <= job.maxBatchTokens))
       ++e;
     std::vector<std::vector<int32_t>> in;
     std::vector<uint64_t> sentenceIds;
