@@ -5,6 +5,8 @@
 //   unfused: inputs q, k, v [B, S, 512] + key_keep [B, S]; split_heads x3,
 //            batch_matmul(transpose_b), scale, mask, softmax, batch_matmul, merge_heads
 //   fused:   the same inputs into one tfm.fused_attention node
+//   fused_bf16: that node with precision "bf16" (bf16 Q.K and P.V products, f32 softmax; f32 on a
+//            CPU without AVX512-BF16: the label names the kernel that ran)
 //
 // Both get the same inputs. Per benchmark: time, tokens/s (B * S / time) and peak_bytes = what
 // Model::run allocated for the call (tfmrt::Model::lastMemoryPlan): the arena of intermediates
@@ -68,7 +70,7 @@ tfmrt::Artifact unfusedArtifact(int64_t B, int64_t S) {
   return f.finish(f.op("tfm.merge_heads", {o}, {B, S, kModel}));
 }
 
-tfmrt::Artifact fusedArtifact(int64_t B, int64_t S) {
+tfmrt::Artifact fusedArtifact(int64_t B, int64_t S, bool bf16) {
   Builder f("attention_fused", "attention_bench");
   const uint32_t q = f.input("q", DType::F32, {B, S, kModel});
   const uint32_t k = f.input("k", DType::F32, {B, S, kModel});
@@ -81,7 +83,8 @@ tfmrt::Artifact fusedArtifact(int64_t B, int64_t S) {
                         {"k_offset", AttrValue::ofInt(0)},
                         {"v_offset", AttrValue::ofInt(0)},
                         {"scale", AttrValue::ofFloat(kScale)},
-                        {"causal", AttrValue::ofInt(0)}}));
+                        {"causal", AttrValue::ofInt(0)},
+                        {"precision", AttrValue::ofString(bf16 ? "bf16" : "f32")}}));
 }
 
 std::vector<tfmrt::Tensor> makeInputs(int64_t B, int64_t S) {
@@ -102,8 +105,11 @@ std::vector<tfmrt::Tensor> makeInputs(int64_t B, int64_t S) {
   return in;
 }
 
-void attention(benchmark::State &state, bool fused, int64_t B, int64_t S) {
-  tfmrt::Artifact artifact = fused ? fusedArtifact(B, S) : unfusedArtifact(B, S);
+enum class Variant { Fused, FusedBf16, Unfused };
+
+void attention(benchmark::State &state, Variant variant, int64_t B, int64_t S) {
+  const bool fused = variant != Variant::Unfused;
+  tfmrt::Artifact artifact = fused ? fusedArtifact(B, S, variant == Variant::FusedBf16) : unfusedArtifact(B, S);
 
   tfmrt::RuntimeOptions options;
   options.backend = tfmrt::KernelBackend::Dnnl;
@@ -140,11 +146,12 @@ void attention(benchmark::State &state, bool fused, int64_t B, int64_t S) {
 void registerAll() {
   for (int64_t B : {1, 32})
     for (int64_t S : {16, 64, 256, 1024, 2048})
-      for (bool fused : {true, false}) {  // side by side, so both see the same machine load
-        if (!fused && B * kHeads * S * S * 4 > (int64_t(2) << 30)) continue;  // > 2 GB of scores
-        const std::string name = std::string("Attention/") + (fused ? "fused" : "unfused") + "/B" +
-                                 std::to_string(B) + "/S" + std::to_string(S);
-        auto *b = benchmark::RegisterBenchmark(name.c_str(), attention, fused, B, S);
+      for (Variant variant : {Variant::Fused, Variant::FusedBf16, Variant::Unfused}) {  // side by side
+        if (variant == Variant::Unfused && B * kHeads * S * S * 4 > (int64_t(2) << 30)) continue;  // > 2 GB of scores
+        const char *kind = variant == Variant::Fused ? "fused" : variant == Variant::FusedBf16 ? "fused_bf16" : "unfused";
+        const std::string name =
+            std::string("Attention/") + kind + "/B" + std::to_string(B) + "/S" + std::to_string(S);
+        auto *b = benchmark::RegisterBenchmark(name.c_str(), attention, variant, B, S);
         b->Unit(benchmark::kMillisecond)->UseRealTime();
         if (B * S * S >= 32 * 1024 * 1024) b->MinTime(2.0);  // ~1 s per unfused call: a few iterations
       }

@@ -55,7 +55,7 @@ def main():
             continue
         if args.repetitions > 1 and b.get("aggregate_name") != "median":
             continue
-        m = re.match(r"Attention/(fused|unfused)/B(\d+)/S(\d+)", b["name"])
+        m = re.match(r"Attention/(fused_bf16|fused|unfused)/B(\d+)/S(\d+)", b["name"])
         if not m:
             continue
         kind, batch, seq = m.group(1), int(m.group(2)), int(m.group(3))
@@ -71,7 +71,8 @@ def main():
     print(f"\nhost: {ctx.get('num_cpus', '?')} cpus, load average reported by benchmark: "
           f"{ctx.get('load_avg', '?')}")
     hdr = (f"{'B':>3} {'S':>5} | {'fused ms':>10} {'unfused ms':>11} {'speedup':>8} | "
-           f"{'fused peak':>11} {'unfused peak':>13} {'mem ratio':>10} | {'fused tok/s':>12}")
+           f"{'fused peak':>11} {'unfused peak':>13} {'mem ratio':>10} | {'fused tok/s':>12} | "
+           f"{'bf16 ms':>9} {'bf16/unfused':>12} {'bf16/fused':>10}")
     print(hdr)
     print("-" * len(hdr))
     for (batch, seq) in sorted(rows):
@@ -86,7 +87,11 @@ def main():
         speed = f"{u['ms'] / f['ms']:7.2f}x" if f and u else f"{'-':>8}"
         mem = f"{u['peak'] / f['peak']:9.1f}x" if f and u and f["peak"] else f"{'-':>10}"
         tok = f"{f['tok']:12.0f}" if f else f"{'-':>12}"
-        print(f"{batch:>3} {seq:>5} | {fms} {ums} {speed} | {mib(f):>11} {mib(u):>13} {mem} | {tok}")
+        h = r.get("fused_bf16")
+        hms = f"{h['ms']:9.3f}" if h else f"{'-':>9}"
+        hu = f"{u['ms'] / h['ms']:11.2f}x" if h and u else f"{'-':>12}"
+        hf = f"{f['ms'] / h['ms']:9.2f}x" if h and f else f"{'-':>10}"
+        print(f"{batch:>3} {seq:>5} | {fms} {ums} {speed} | {mib(f):>11} {mib(u):>13} {mem} | {tok} | {hms} {hu} {hf}")
     print("\npeak = what Model::run allocated: arena of intermediates + kernel scratch (Model::lastMemoryPlan)")
     print(f"loadavg before: {before}   after: {after}")
 

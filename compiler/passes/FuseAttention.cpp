@@ -156,7 +156,7 @@ struct FuseAttentionPass : impl::FuseAttentionBase<FuseAttentionPass> {
         m.merge.getLoc(), m.merge.getType(), q.tensor, k.tensor, v.tensor, m.mask.getKeyKeep(),
         b.getI64IntegerAttr(heads), b.getI64IntegerAttr(headDim), b.getI64IntegerAttr(q.offset),
         b.getI64IntegerAttr(k.offset), b.getI64IntegerAttr(v.offset), m.scale.getFactorAttr(),
-        b.getBoolAttr(causal), b.getF64FloatAttr(dropout));
+        b.getBoolAttr(causal), b.getF64FloatAttr(dropout), b.getStringAttr("f32"));
     m.merge.getResult().replaceAllUsesWith(fused.getResult());
 
     // Erase the chain back to front; split_heads / slice_last die if nothing else reads them.

@@ -1,7 +1,8 @@
 // tfm-lower-precision: GEMM sites run with bf16 operands and f32 accumulation: weight_layout
 // "packed" becomes "packed_bf16" (the runtime keeps the f32 weight as master and packs a bf16 copy
-// per weights version), and tfm.weight_grad gets precision "bf16". GEMMs between two run-time
-// values, LayerNorm, softmax, attention, the loss and the optimizer stay f32.
+// per weights version), and tfm.weight_grad and tfm.fused_attention get precision "bf16". GEMMs
+// between two run-time values (the unfused attention chain), LayerNorm, softmax, the loss and the
+// optimizer stay f32.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -28,6 +29,11 @@ struct LowerPrecisionPass : impl::LowerPrecisionBase<LowerPrecisionPass> {
       if (auto grad = dyn_cast<tfm::WeightGradOp>(op)) {
         grad.setPrecision("bf16");
         reportSite(report, op, "lower-precision", "bf16 operands, f32 accumulation (weight gradient)");
+        return;
+      }
+      if (auto attention = dyn_cast<tfm::FusedAttentionOp>(op)) {
+        attention.setPrecision("bf16");
+        reportSite(report, op, "lower-precision", "bf16 Q.K and P.V operands, f32 softmax and accumulation (attention)");
         return;
       }
       if (!isa<tfm::MatmulOp, tfm::LinearOp>(op)) return;

@@ -100,9 +100,11 @@ def LowerPrecision : TfmFuncPass<"tfm-lower-precision"> {
     "packed" gets "packed_bf16": the runtime packs a bf16 copy of the f32 weight once per weights
     version (so after every Adam step in training) and rounds the other operand to bf16 (to
     nearest even), accumulating in f32. In training entries every tfm.weight_grad gets precision
-    = "bf16" (both operands rounded per call). Runs after tfm-assign-layouts. GEMMs between two
-    run-time values (attention's batch_matmul, unpacked matmuls), LayerNorm, softmax, the loss and
-    the optimizer stay f32; master weights and checkpoints stay f32.
+    = "bf16" (both operands rounded per call), and every tfm.fused_attention precision = "bf16"
+    (bf16 Q.K and P.V products, f32 softmax and accumulation). Runs after tfm-assign-layouts.
+    GEMMs between two run-time values (the unfused attention chain's batch_matmul, unpacked
+    matmuls), LayerNorm, softmax, the loss and the optimizer stay f32; master weights and
+    checkpoints stay f32.
   }];
 }
 

@@ -232,12 +232,15 @@ def Tfm_FusedAttentionOp : Tfm_ExecOp<"fused_attention", "fusedAttention", [Pure
     and no split/merge transposes exist. Masking is that of tfm.mask (key padding, and `causal`
     for decoder self-attention); a fully masked row gives zeros. `dropout_rate` is applied to the
     probabilities in training entries. The B x H x Sq x Sk score matrix is never materialised.
+    `precision` "bf16" (tfm-lower-precision): the Q.K and P.V products take bf16 operands with f32
+    accumulation; the softmax, its running max and sum and the output stay f32.
   }];
   let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
                        Tfm_Bool<2>:$key_keep, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        Tfm_Offset:$q_offset, Tfm_Offset:$k_offset, Tfm_Offset:$v_offset, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<Tfm_Probability, "0.0">:$dropout_rate);
+                       DefaultValuedAttr<Tfm_Probability, "0.0">:$dropout_rate,
+                       DefaultValuedAttr<Tfm_Precision, "\"f32\"">:$precision);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $key_keep attr-dict `:` functional-type(operands, results)

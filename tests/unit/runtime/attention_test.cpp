@@ -3,11 +3,14 @@
 // QKV offsets, fully masked rows, forced key splits and 1/2 threads; the op through Model on both
 // backends against the unfused primitive chain; schema and shape checks.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <random>
 #include <string>
 
 #include "kernels/attention/attention.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "op_schema.h"
 #include "shape_inference.h"
 #include "test_util.h"
@@ -149,6 +152,52 @@ TEST_P(FlashAttention, MatchesReference) {
         EXPECT_TRUE(allClose(got, ref, 2e-5, 2e-4)) << att::implName(impl) << ", threads " << threads
                                                     << ", splitK " << splitK << ", tiles/task " << tiles;
       }
+}
+
+// The bf16 kernel (precision "bf16"): q (pre-scaled) and k rounded to bf16 move each score by at
+// most Delta = (2^-8 + 2^-16) scale max_{i,j} sum_d |q_id k_jd| (two roundings of 2^-9 each, exact
+// products, f32 sums); that moves every normalised weight by a factor within e^(+-2 Delta), so the
+// weighted mean moves by at most (e^(2 Delta) - 1) max|v|. Rounding p and v adds (2^-8 + 2^-16)
+// max|v|. The measured error is printed beside the bound.
+TEST_P(FlashAttention, Bf16WithinTheRoundingBound) {
+  if (!att::cpuHasAvx512() || !gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const Case &c = GetParam();
+  Problem prob(c);
+  const Tensor ref = prob.runReference();
+  const att::Params &p = prob.p;
+  double maxDot = 0, maxV = 0;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      for (int64_t j = 0; j < c.sk; ++j) {
+        for (int64_t d = 0; d < c.headDim; ++d) maxV = std::max(maxV, double(std::fabs(p.vRow(b, j, h)[d])));
+        for (int64_t i = 0; i < c.sq; ++i) {
+          double dot = 0;
+          for (int64_t d = 0; d < c.headDim; ++d) dot += std::fabs(double(p.qRow(b, i, h)[d]) * p.kRow(b, j, h)[d]);
+          maxDot = std::max(maxDot, dot);
+        }
+      }
+    }
+  const double unit = std::ldexp(1.0, -8) + std::ldexp(1.0, -16);
+  const double delta = unit * double(p.scale) * maxDot;
+  const double bound = (std::expm1(2 * delta) + unit) * maxV + 1e-5;
+  att::DriverOptions opts;
+  for (int threads : {1, 2})
+    for (int64_t tiles : {0, 3}) {
+      opts.threads = threads;
+      opts.tilesPerTask = tiles;
+      const Tensor got = prob.runFlash(att::Impl::Avx512Bf16, opts);
+      double worst = 0;
+      for (int64_t e = 0; e < ref.numel(); ++e)
+        worst = std::max(worst, std::fabs(double(got.data<float>()[e]) - ref.data<float>()[e]));
+      EXPECT_TRUE(allClose(got, ref, bound, 0)) << "threads " << threads << ", tiles/task " << tiles << ": bound " << bound;
+      if (threads == 1 && tiles == 0) std::printf("[ bf16 ] max |error| %.3g, bound %.3g\n", worst, bound);
+    }
+  // Wide tiles (>= kMinWideRows rows, even head_dim, visible keys) must really run in bf16.
+  if (c.sq >= att::kMinWideRows && c.headDim % 2 == 0 && c.sk > 0 && c.keep != Keep::NoneInB0) {
+    const Tensor f32 = prob.runFlash(att::Impl::Avx512, {});
+    const Tensor bf16 = prob.runFlash(att::Impl::Avx512Bf16, {});
+    EXPECT_NE(0, std::memcmp(f32.rawData(), bf16.rawData(), f32.nbytes())) << "the bf16 kernel ran in f32";
+  }
 }
 
 std::vector<Case> flashCases() {

@@ -74,10 +74,14 @@ using TaskFn = void (*)(const Params &p, int64_t b, int64_t h, int64_t i0, int64
 
 void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                 float *scratch, const TaskOut &out);   // attention_avx512.cpp (needs avx512f/vl/dq + fma)
+// The same with bf16 dot products (attention_avx512_bf16.cpp; needs AVX512-BF16): wide tiles only,
+// the rest on taskAvx512.
+void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                    float *scratch, const TaskOut &out);
 void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *scratch, const TaskOut &out);  // attention_portable.cpp
 
-enum class Impl { Avx512, Portable };
+enum class Impl { Avx512, Avx512Bf16, Portable };
 bool cpuHasAvx512();  // avx512f/vl/dq and fma, checked at run time
 const char *implName(Impl impl);
 

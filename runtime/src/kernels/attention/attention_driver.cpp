@@ -53,7 +53,9 @@ bool cpuHasAvx512() {
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
 }
 
-const char *implName(Impl impl) { return impl == Impl::Avx512 ? "avx512" : "portable"; }
+const char *implName(Impl impl) {
+  return impl == Impl::Avx512 ? "avx512" : impl == Impl::Avx512Bf16 ? "avx512_bf16" : "portable";
+}
 
 Workspace::~Workspace() { std::free(data_); }
 
@@ -120,7 +122,7 @@ void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts) {
 
 void runPlanned(Impl impl, const Params &p, const RunPlan &plan, float *base) {
   const int64_t H = p.heads, Sq = p.sq, Sk = p.sk, D = p.headDim, outW = p.outWidth();
-  const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : taskPortable;
+  const TaskFn task = impl == Impl::Avx512 ? taskAvx512 : impl == Impl::Avx512Bf16 ? taskAvx512Bf16 : taskPortable;
   const int workers = plan.workers;
   const int64_t rowsPerTask = plan.rowsPerTask, nRanges = plan.nRanges, groups = plan.groups;
   const int64_t splits = plan.splits, keysPerSplit = plan.keysPerSplit, nTasks = plan.nTasks;

@@ -10,6 +10,7 @@
 #include "format.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_kernels.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "kernels/kernel_util.h"
 #include "op_schema.h"
 
@@ -66,18 +67,23 @@ private:
 class FlashAttentionKernel final : public Kernel {
 public:
   const char *name() const override {
-    return impl_ == attention::Impl::Avx512 ? "fast.fused_attention_avx512" : "fast.fused_attention_portable";
+    return impl_ == attention::Impl::Avx512       ? "fast.fused_attention_avx512"
+           : impl_ == attention::Impl::Avx512Bf16 ? "fast.fused_attention_avx512_bf16"
+                                                  : "fast.fused_attention_portable";
   }
   Status prepare(const KernelPrepareInfo &info) override {
     params_ = paramsFor(*info.node);
     const bool avx512 = attention::cpuHasAvx512();
-    impl_ = avx512 ? attention::Impl::Avx512 : attention::Impl::Portable;
+    // precision "bf16" (tfm-lower-precision): bf16 dot products where the CPU has AVX512-BF16 (and
+    // oneDNN's ISA cap allows it, as for the GEMMs); f32 otherwise.
+    const bool bf16 = attrString(*info.node, "precision") == "bf16" && avx512 && gemm::cpuHasAvx512Bf16();
+    impl_ = bf16 ? attention::Impl::Avx512Bf16 : avx512 ? attention::Impl::Avx512 : attention::Impl::Portable;
     if (const char *env = std::getenv("TFMRT_ATTENTION_IMPL"); env && *env && std::strcmp(env, "auto") != 0) {
       if (std::strcmp(env, "portable") == 0) {
         impl_ = attention::Impl::Portable;
       } else if (std::strcmp(env, "avx512") == 0) {
         if (!avx512) return invalidArgument("TFMRT_ATTENTION_IMPL=avx512 but this CPU lacks avx512f/vl/dq + fma");
-        impl_ = attention::Impl::Avx512;
+        if (!bf16) impl_ = attention::Impl::Avx512;
       } else {
         return invalidArgument(cat("TFMRT_ATTENTION_IMPL must be auto, avx512 or portable, got '", env, "'"));
       }
