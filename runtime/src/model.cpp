@@ -296,7 +296,8 @@ bool Model::bf16RunsAsF32() const {
   for (const EntryFunction &fn : impl_->artifact.functions)
     for (const Node &node : fn.nodes)
       any = any || nodeLayout(node) == Layout::PackedBf16 ||
-            (node.op == "tfm.weight_grad" && attrString(node, "precision") == "bf16");
+            ((node.op == "tfm.weight_grad" || node.op == "tfm.fused_attention") &&
+             attrString(node, "precision") == "bf16");
   return any && (impl_->options.backend == KernelBackend::Reference || !gemm::cpuHasAvx512Bf16());
 }
 

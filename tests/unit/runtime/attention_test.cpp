@@ -483,6 +483,44 @@ TEST(FusedAttentionModel, WorkspaceIsPlannedScratch) {
   EXPECT_EQ(ref->lastMemoryPlan("forward").scratch_bytes, 0);
 }
 
+// precision "bf16" through Model: the bf16 kernel where the CPU has AVX512-BF16, and with oneDNN's
+// ISA capped below it (the same switch as the bf16 GEMMs) the f32 kernel's bits and the notice flag.
+TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
+  const int64_t H = 2, D = 32, HD = H * D;
+  Artifact f32 = fusedArtifact(H, D, 1.0 / std::sqrt(double(D)), true);
+  Artifact bf16 = f32;
+  bf16.functions[0].nodes[0].attrs["precision"] = AttrValue::ofString("bf16");
+  Tensor keep(DType::Bool, {2, 40});
+  std::fill_n(keep.data<uint8_t>(), keep.numel(), uint8_t(1));
+  const std::vector<Tensor> in{randomF32({2, 40, HD}, 41), randomF32({2, 40, HD}, 42), randomF32({2, 40, HD}, 43), keep};
+  auto run = [&](const Artifact &art, std::string &kernel, bool &asF32) {
+    auto model = loadModel(art, KernelBackend::Dnnl, 2);
+    EXPECT_TRUE(model);
+    std::vector<Tensor> out;
+    EXPECT_TRUE(model->run("forward", in, out).ok());
+    kernel = model->kernelName("forward", 0);
+    asF32 = model->bf16RunsAsF32();
+    return out[0];
+  };
+  std::string kernel;
+  bool asF32 = false;
+  const Tensor a = run(f32, kernel, asF32);
+  EXPECT_FALSE(asF32);
+  const Tensor b = run(bf16, kernel, asF32);
+  if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) {
+    EXPECT_EQ(kernel, "fast.fused_attention_avx512_bf16");
+    EXPECT_FALSE(asF32);
+    EXPECT_NE(0, std::memcmp(a.rawData(), b.rawData(), a.nbytes()));
+    EXPECT_TRUE(allClose(b, a, 0.02, 0));
+  }
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+  const Tensor capped = run(bf16, kernel, asF32);
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  EXPECT_TRUE(asF32);
+  EXPECT_NE(kernel, "fast.fused_attention_avx512_bf16");
+  EXPECT_EQ(0, std::memcmp(capped.rawData(), a.rawData(), a.nbytes())) << "the capped bf16 model runs the f32 kernel";
+}
+
 TEST(FusedAttentionModel, BadImplEnvIsALoadError) {
   ImplEnv scope("sse9");
   std::unique_ptr<Model> m;
