@@ -158,6 +158,7 @@ TEST_P(FlashAttention, MatchesReference) {
 // most Delta = (2^-8 + 2^-16) scale max_{i,j} sum_d |q_id k_jd| (two roundings of 2^-9 each, exact
 // products, f32 sums); that moves every normalised weight by a factor within e^(+-2 Delta), so the
 // weighted mean moves by at most (e^(2 Delta) - 1) max|v|. Rounding p and v adds (2^-8 + 2^-16)
+// max|v|, the kernel's degree-3 exp2 (relative error <= 7.5e-5, in p and in their sum) 1.5e-4
 // max|v|. The measured error is printed beside the bound.
 TEST_P(FlashAttention, Bf16WithinTheRoundingBound) {
   if (!att::cpuHasAvx512() || !gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
@@ -179,7 +180,7 @@ TEST_P(FlashAttention, Bf16WithinTheRoundingBound) {
     }
   const double unit = std::ldexp(1.0, -8) + std::ldexp(1.0, -16);
   const double delta = unit * double(p.scale) * maxDot;
-  const double bound = (std::expm1(2 * delta) + unit) * maxV + 1e-5;
+  const double bound = (std::expm1(2 * delta) + unit + 1.5e-4) * maxV + 1e-5;
   att::DriverOptions opts;
   for (int threads : {1, 2})
     for (int64_t tiles : {0, 3}) {

@@ -134,19 +134,26 @@ inline int64_t visibleKeyCount(const Params &p, int64_t i0, int64_t rows, const 
 // One online-softmax step over the scores St[0, nk)[W] of a chunk whose lane-wise maximum mx
 // includes the running max m: replaces the scores by exp2(s - new max) in place, and updates m,
 // l and alpha (the factor the output accumulator must be rescaled by).
+// Its first half: the new running max m = mx, the base the scores are exponentiated against,
+// and alpha = 2^(old m - base).
 template <int NV>
-TFM_INLINE void softmaxChunk(float *St, int nk, const __m512 *mx, __m512 *m, __m512 *l, __m512 *alpha) {
-  constexpr int64_t W = NV * kLanes;
+TFM_INLINE void newRunningMax(const __m512 *mx, __m512 *m, __m512 *base, __m512 *alpha) {
   const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
-  __m512 base[NV], sum[NV];
   for (int v = 0; v < NV; ++v) {
     // A lane with nothing visible yet keeps max -inf: subtract 0 instead so exp2(-inf) = 0.
     const __mmask16 none = _mm512_cmp_ps_mask(mx[v], ninf, _CMP_EQ_OQ);
     base[v] = _mm512_mask_mov_ps(mx[v], none, _mm512_setzero_ps());
     alpha[v] = exp2v(_mm512_sub_ps(m[v], base[v]));
     m[v] = mx[v];
-    sum[v] = _mm512_setzero_ps();
   }
+}
+
+template <int NV>
+TFM_INLINE void softmaxChunk(float *St, int nk, const __m512 *mx, __m512 *m, __m512 *l, __m512 *alpha) {
+  constexpr int64_t W = NV * kLanes;
+  __m512 base[NV], sum[NV];
+  newRunningMax<NV>(mx, m, base, alpha);
+  for (int v = 0; v < NV; ++v) sum[v] = _mm512_setzero_ps();
   for (int rr = 0; rr < nk; ++rr)
     for (int v = 0; v < NV; ++v) {
       const __m512 pr = exp2v(_mm512_sub_ps(_mm512_load_ps(St + rr * W + v * kLanes), base[v]));
