@@ -520,6 +520,34 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   EXPECT_TRUE(asF32);
   EXPECT_NE(kernel, "fast.fused_attention_avx512_bf16");
   EXPECT_EQ(0, std::memcmp(capped.rawData(), a.rawData(), a.nbytes())) << "the capped bf16 model runs the f32 kernel";
+  if (att::cpuHasAvx512()) {  // TFMRT_ATTENTION_IMPL=avx512 forces the f32 kernel on a bf16 site
+    ImplEnv scope("avx512");
+    const Tensor forced = run(bf16, kernel, asF32);
+    EXPECT_EQ(kernel, "fast.fused_attention_avx512");
+    EXPECT_EQ(0, std::memcmp(forced.rawData(), a.rawData(), a.nbytes()));
+  }
+}
+
+// Causal attention of 40 new queries at the end of 40 + shift keys: the first 32-row tile sees the
+// keys below 32 + shift, an odd count for odd shifts, so its last probability pairs with the first
+// key it cannot see. That key's value must not leak in, even as Inf or NaN (the f32 kernel never
+// reads it). shift 31: the odd pair ends a 64-key chunk; shift 33: it is a chunk of its own.
+TEST(FlashAttentionBf16, InvisiblePartnerKeyDoesNotLeak) {
+  if (!att::cpuHasAvx512() || !gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t sq = 40, H = 2, D = 32, HD = H * D;
+  for (int64_t shift : {31, 33}) {
+    Problem prob({1, sq, sq + shift, H, D, true, Qkv::Separate, Keep::All, 0}, 7);
+    att::DriverOptions opts;
+    opts.threads = 1;
+    const Tensor clean = prob.runFlash(att::Impl::Avx512Bf16, opts);
+    float *v = prob.v.data<float>();
+    for (int64_t j = 32 + shift; j < sq + shift; ++j)
+      for (int64_t c = 0; c < HD; ++c) v[j * HD + c] = (j % 2) ? INFINITY : NAN;
+    const Tensor poisoned = prob.runFlash(att::Impl::Avx512Bf16, opts);
+    for (int64_t i = 0; i < 32; ++i)
+      for (int64_t c = 0; c < HD; ++c)
+        ASSERT_EQ(clean.data<float>()[i * HD + c], poisoned.data<float>()[i * HD + c]) << "shift " << shift << ", row " << i;
+  }
 }
 
 TEST(FusedAttentionModel, BadImplEnvIsALoadError) {

@@ -9,8 +9,9 @@
 //
 // The task converts its visible K and V rows once into the per-thread pack buffer (the f32 path
 // packs them to dodge cache-set conflicts; here the conversion is needed anyway and halves the
-// bytes). Tasks the pack buffer cannot hold, odd head_dim, and fewer than kMinWideRows rows (the
-// decoder's one-row steps, memory-bound on K/V) run the f32 kernel (taskAvx512).
+// bytes). Tasks the pack buffer cannot hold, odd head_dim or head_dim > 512, and fewer than
+// kMinWideRows rows (the decoder's one-row steps, memory-bound on K/V) run the f32 kernel
+// (taskAvx512).
 //
 // Compiled with -mavx512bf16 (and the f32 kernel's flags); entered only after
 // gemm::cpuHasAvx512Bf16() (attention_kernels.cpp). The same TU rules as attention_avx512.cpp.
@@ -247,7 +248,26 @@ void wideTaskBf16(const Params &p, const View &x, int64_t i0, int64_t rows, cons
     scoreChunkBf16<NV>(Qp, keys.k + r0 * half, keys.idx + r0, nk, half, St, jAll, firstRowLimit, mx);
     // Probabilities as key pairs, in place: pair c overwrites score rows <= 2c, already read.
     softmaxPairsChunk<NV>(St, Pp, nk, mx, m, l, alpha);
-    pvChunkBf16<NV>(Ot, Pp, keys.v + (r0 / 2) * D, (nk + 1) / 2, D, alpha);
+    const int pairs = (nk + 1) / 2;
+    const uint32_t *vpairs = keys.v + (r0 / 2) * D;
+    if ((nk & 1) && r0 + nk < keys.n) {
+      // The last pair's partner is the next packed key, past this tile's causal limit: its
+      // probability is 0, but an Inf or NaN value would still make 0 * v a NaN. That pair runs on
+      // a copy of its value row with the partner's half cleared (in St's unused second half).
+      uint32_t *last = Pp + (kKeyChunk / 2) * W;
+      const uint32_t *src = vpairs + (pairs - 1) * D;
+      for (int64_t c = 0; c < D; c += kLanes) {
+        const __mmask16 cols = firstLanes(D - c);
+        _mm512_mask_storeu_epi32(last + c, cols,
+                                 _mm512_and_si512(_mm512_maskz_loadu_epi32(cols, src + c), _mm512_set1_epi32(0xFFFF)));
+      }
+      __m512 one[NV];
+      for (int v = 0; v < NV; ++v) one[v] = _mm512_set1_ps(1.0f);
+      if (pairs > 1) pvChunkBf16<NV>(Ot, Pp, vpairs, pairs - 1, D, alpha);
+      pvChunkBf16<NV>(Ot, Pp + (pairs - 1) * W, last, 1, D, pairs > 1 ? one : alpha);
+    } else {
+      pvChunkBf16<NV>(Ot, Pp, vpairs, pairs, D, alpha);
+    }
   }
   writeTile<NV>(Ot, D, rows, m, l, out);
 }
@@ -258,7 +278,8 @@ void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i
                     float *scratch, const TaskOut &out) {
   const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
   const int64_t rows = i1 - i0;
-  if (rows < kMinWideRows || p.headDim % 2 != 0 || !lay.packs)
+  // (head_dim <= 512: the copy of a value pair row in wideTaskBf16 fits the score tile's free half.)
+  if (rows < kMinWideRows || p.headDim % 2 != 0 || p.headDim > (kKeyChunk / 2) * kLanes || !lay.packs)
     return taskAvx512(p, b, h, i0, i1, j0, j1, scratch, out);
   const View x(p, b, h);
   const Bf16Keys keys = packKeysBf16(x, p.sk, j0, j1, scratch, lay);

@@ -1,9 +1,11 @@
 // tfm.fused_attention kernels: "reference.fused_attention" (Reference backend) and the flash
-// kernel of the Dnnl backend, "fast.fused_attention_avx512" or "fast.fused_attention_portable".
+// kernel of the Dnnl backend, "fast.fused_attention_avx512", "fast.fused_attention_avx512_bf16"
+// (precision "bf16") or "fast.fused_attention_portable".
 //
 // Which flash kernel a node gets is decided once, in prepare(): AVX-512 when the CPU has
-// avx512f/vl/dq + fma, else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512
-// overrides it (benchmarks, tests; asking for avx512 on a CPU without it is a load error).
+// avx512f/vl/dq + fma (its bf16 variant for precision "bf16" when the CPU also has AVX512-BF16),
+// else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512|avx512_bf16
+// overrides it (benchmarks, tests; asking for an ISA the CPU lacks is a load error).
 #include <cstdlib>
 #include <cstring>
 
@@ -83,9 +85,14 @@ public:
         impl_ = attention::Impl::Portable;
       } else if (std::strcmp(env, "avx512") == 0) {
         if (!avx512) return invalidArgument("TFMRT_ATTENTION_IMPL=avx512 but this CPU lacks avx512f/vl/dq + fma");
-        if (!bf16) impl_ = attention::Impl::Avx512;
+        impl_ = attention::Impl::Avx512;
+      } else if (std::strcmp(env, "avx512_bf16") == 0) {
+        if (!avx512 || !gemm::cpuHasAvx512Bf16())
+          return invalidArgument("TFMRT_ATTENTION_IMPL=avx512_bf16 but this CPU lacks AVX512-BF16 (or oneDNN's ISA is capped)");
+        impl_ = attention::Impl::Avx512Bf16;
       } else {
-        return invalidArgument(cat("TFMRT_ATTENTION_IMPL must be auto, avx512 or portable, got '", env, "'"));
+        return invalidArgument(
+            cat("TFMRT_ATTENTION_IMPL must be auto, avx512, avx512_bf16 or portable, got '", env, "'"));
       }
     }
     return Status::OK();

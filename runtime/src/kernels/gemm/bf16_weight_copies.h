@@ -16,8 +16,9 @@ namespace tfmrt::gemm {
 class Bf16WeightCopies {
 public:
   // The bf16 copy (nearest even, gemm::toBf16) of the `count` floats at `weight` as of weights
-  // `version`, converted on the first request of that version. The pointer stays valid until a
-  // request for the same weight with a newer version. Needs cpuHasAvx512Bf16().
+  // `version`, converted on the first request of that version. The pointer is valid until the
+  // next get() (a newer version may re-convert it in place or free it): read it, do not keep it.
+  // Needs cpuHasAvx512Bf16().
   const uint16_t *get(const float *weight, int64_t count, uint64_t version);
   size_t copies() const { return copies_.size(); }
   int64_t conversions() const { return conversions_; }
