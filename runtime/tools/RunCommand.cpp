@@ -85,6 +85,15 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
+void noticeIfBf16RunsAsF32(const std::string &artifactPath, const tfmrt::Model &model) {
+  if (!model.bf16RunsAsF32()) return;
+  std::cerr << "notice: " << artifactPath << " was compiled with --precision=bf16, but "
+            << (model.options().backend == tfmrt::KernelBackend::Reference
+                    ? "the reference kernels compute its GEMMs and attention in f32"
+                    : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): its GEMMs and attention run in f32")
+            << "\n";
+}
+
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
@@ -92,6 +101,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   options.num_threads = int(rs.threads);
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
+  noticeIfBf16RunsAsF32(rs.artifactPath, *model);
   const tfmrt::Artifact &a = model->artifact();
 
   if (!rs.weights.empty()) {

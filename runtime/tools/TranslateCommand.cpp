@@ -215,11 +215,7 @@ int translateCommand(const CommandLine &cl) {
   options.profile = cl.has("profile");
   std::unique_ptr<tfmrt::Model> model;
   if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("translate", s);
-  if (model->bf16RunsAsF32())
-    std::cerr << "notice: " << cl.positionals[0] << " was compiled with --precision=bf16, but "
-              << (options.backend == tfmrt::KernelBackend::Reference ? "the reference kernels compute"
-                                                                      : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it):")
-              << " its GEMMs run in f32\n";
+  noticeIfBf16RunsAsF32(cl.positionals[0], *model);
   const tfmrt::Artifact &a = model->artifact();
   if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
     std::cerr << "tfmc translate: error: " << cl.positionals[0]
