@@ -6,12 +6,14 @@
 # steps and wall time). Deterministic: the same settings give the same BLEU. The defaults fit the
 # 45-minute budget on a 2-core machine (~0.67 s per step of the small model):
 #   OUT=multi30k-run bash scripts/multi30k.sh        (STEPS=3400 KEEP=5 EVERY=200 EVAL_EVERY=500)
+# PRECISION=bf16 compiles with --precision=bf16 (default f32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TFMC=${TFMC:-build/bin/tfmc}
 DATA=${DATA:-../shared/data/multi30k}
 OUT=${OUT:-multi30k-run}
 SPEC=${SPEC:-models/small.yaml}
+PRECISION=${PRECISION:-f32}
 STEPS=${STEPS:-3400}
 KEEP=${KEEP:-5}
 EVERY=${EVERY:-200}
@@ -24,7 +26,7 @@ phase() { python3 -c "print(f'{$2 - $1:.0f}')"; }
 t0=$(now)
 [ -f "$OUT/m30k.spm" ] || "$TFMC" tokenizer --data "$DATA" --langs de,en --vocab 8000 -o "$OUT/m30k.spm"
 t1=$(now)
-"$TFMC" compile "$SPEC" --entries=forward,train_step,translate -o "$OUT/model.tfmx" --quiet
+"$TFMC" compile "$SPEC" --entries=forward,train_step,translate --precision "$PRECISION" -o "$OUT/model.tfmx" --quiet
 "$TFMC" train "$OUT/model.tfmx" --data "$DATA" --src de --tgt en --tokenizer "$OUT/m30k.spm" --steps "$STEPS" \
     --eval-every "$EVAL_EVERY" --checkpoint-every "$EVERY" --save-dir "$OUT/checkpoints" --keep-last "$KEEP" \
     --valid-bleu --metrics "$OUT/metrics.jsonl" --log-every 100 | tee "$OUT/train.log"
@@ -43,7 +45,7 @@ t4=$(now)
 /usr/bin/python3 scripts/plot_metrics.py "$OUT/metrics.jsonl" -o "$OUT/learning.png" \
     --title "Multi30k de-en, $(basename "$SPEC" .yaml), $STEPS steps" || echo "(no learning curve: see above)"
 {
-  echo "# Multi30k de->en: $SPEC, $STEPS steps, average of the last $KEEP checkpoints (every $EVERY steps)"
+  echo "# Multi30k de->en: $SPEC, $PRECISION, $STEPS steps, average of the last $KEEP checkpoints (every $EVERY steps)"
   echo
   echo "| checkpoint | beam | BLEU | lowercased BLEU | chrF2 |"
   echo "|---|---|---|---|---|"

@@ -223,11 +223,13 @@ private:
   // Translation entries (inference-mode):
   //   encode(src [N, S]) -> memory [N, S, D], then per decoder layer l its cross-attention
   //     cross_k.l, cross_v.l [N, S, D]: computed once per sentence.
-  //   decode_step(tokens [R, 1], step [], parents [R], rows [R], src [N, S], cross_k.0,
-  //     cross_v.0, ...) -> log_probs [R, 1, V]: one new token per hypothesis at position `step`.
-  //     Row r continues row parents[r] of the previous step (the caches are reordered in place
-  //     first) and belongs to sentence rows[r] of the encoded batch. The self-attention K/V of
-  //     positions < step live in session state (one cache per layer), written in place.
+  //   decode_step(tokens [R, 1], step [R], parents [R], rows [R], src [N, S], cross_k.0,
+  //     cross_v.0, ...) -> log_probs [R, 1, V]: one new token per hypothesis, row r at position
+  //     step[r] (rows differ when sentences enter the batch as others finish: continuous
+  //     batching). Row r continues row parents[r] of the previous step (the caches are reordered
+  //     in place first) and belongs to sentence rows[r] of the encoded batch (its slot). The
+  //     self-attention K/V of positions < step[r] live in session state (one cache per layer),
+  //     written in place.
   //   decode(src, memory, tgt_in [R, T]) -> logits [R, 1, V] of the last position: the decoder
   //     recomputed over the whole prefix, kept as the reference path for the cache.
   void buildTranslationEntries() {
@@ -311,9 +313,8 @@ private:
 
   void buildDecodeStep() {
     const int64_t L = m_.decoder_layers;
-    auto scalarI32 = RankedTensorType::get({}, b_.getI32Type());
     auto rowsType = RankedTensorType::get({kDyn}, b_.getI32Type());
-    SmallVector<Type> args{idsType(), scalarI32, rowsType, rowsType, idsType()};
+    SmallVector<Type> args{idsType(), rowsType, rowsType, rowsType, idsType()};
     for (int64_t l = 0; l < 2 * L; ++l) args.push_back(hiddenType());
     auto fn = b_.create<func::FuncOp>(specLoc_, "decode_step",
                                       b_.getFunctionType(args, {f32Type({kDyn, kDyn, m_.tgt_vocab_size})}));

@@ -10,6 +10,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // by the runtime through the generated op table (dialects/tfm/rules).
 def Tfm_F32Tensor : Tfm_F32<0, Tfm_MaxRank>;
 def Tfm_I32Scalar : Tfm_I32<0>;
+// A decoder position: a scalar (every row at the same position) or [R] (row r at positions[r]:
+// continuous batching, where sentences that entered the batch at different steps share a call).
+def Tfm_I32Positions : Tfm_I32<0, 1>;
 
 class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
     : Tfm_ExecOp<mnemonic, "sameAsFirst", !listconcat([Pure, SameOperandsAndResultType], traits), 1> {
@@ -314,26 +317,27 @@ def Tfm_CacheReorderOp : Tfm_ExecOp<"cache_reorder", "cacheReorder", [MemoryEffe
   let summary = "Beam reordering of a cache in place: row r <- row parents[r], positions [0, step)";
   let description = [{
     cache [Rc, Tc, D] (a tfm.state or a cache op's result), parents [R] i32 (R <= Rc, each in
-    [0, Rc)), step: tensor<i32> in [0, Tc]. Afterwards rows 0..R-1 hold, at positions [0, step),
-    what rows parents[0..R-1] held before; rows whose parent is themselves are not copied, so an
-    unchanged beam costs nothing. Rows past R are left as they are (finished sentences drop out of
-    the batch by being absent from parents). The result is the updated cache.
+    [0, Rc)), step: i32 in [0, Tc], a scalar or one per row ([R]). Afterwards row r (< R) holds,
+    at positions [0, step[r]), what row parents[r] held before; rows whose parent is themselves
+    are not copied, so an unchanged beam costs nothing, and a row at step 0 (a sentence that has
+    just entered the batch) copies nothing. Rows past R are left as they are (finished sentences
+    drop out of the batch by being absent from parents). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32<3>:$cache, Tfm_I32<1>:$parents, Tfm_I32Scalar:$step);
+  let arguments = (ins Tfm_F32<3>:$cache, Tfm_I32<1>:$parents, Tfm_I32Positions:$step);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$cache `,` $parents `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
 def Tfm_CacheWriteOp : Tfm_ExecOp<"cache_write", "cacheWrite", [MemoryEffects<[MemWrite]>, AllTypesMatch<["cache", "result"]>], 1> {
-  let summary = "cache[r, step, :] = update[r, 0, update_offset + (0..D)] for every row r of update, in place";
+  let summary = "cache[r, step[r], :] = update[r, 0, update_offset + (0..D)] for every row r of update, in place";
   let description = [{
-    cache [Rc, Tc, D], update [R, 1, W] with R <= Rc and update_offset + D <= W, step:
-    tensor<i32> in [0, Tc). The columns are read in place, so a key or value written straight
-    from a merged projection needs no slice (tfm-fuse-attention folds tfm.slice_last into the
-    offset). The result is the updated cache.
+    cache [Rc, Tc, D], update [R, 1, W] with R <= Rc and update_offset + D <= W, step: i32 in
+    [0, Tc), a scalar or one per row ([R]). The columns are read in place, so a key or value
+    written straight from a merged projection needs no slice (tfm-fuse-attention folds
+    tfm.slice_last into the offset). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Scalar:$step,
+  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Positions:$step,
                        DefaultValuedAttr<Tfm_Offset, "0">:$update_offset);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$cache `,` $update `,` $step attr-dict `:` functional-type(operands, results)";
@@ -341,15 +345,16 @@ def Tfm_CacheWriteOp : Tfm_ExecOp<"cache_write", "cacheWrite", [MemoryEffects<[M
 }
 
 def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [Pure]> {
-  let summary = "One query row per cache row over the cache's positions [0, step]";
+  let summary = "One query row per cache row over the cache's positions [0, step[r]]";
   let description = [{
     q [R, 1, Wq] (head h at columns q_offset + h * head_dim), k_cache and v_cache [Rc, Tc,
-    heads * head_dim] (R <= Rc), step: tensor<i32> -> [R, 1, heads * head_dim]: query row r
-    attends to positions 0..step of cache row r (decoder self-attention of the newest position,
-    which is causal by construction), softmax(q k^T * scale) v per head.
+    heads * head_dim] (R <= Rc), step: i32 in [0, Tc), a scalar or one per row ([R]) ->
+    [R, 1, heads * head_dim]: query row r attends to positions 0..step[r] of cache row r
+    (decoder self-attention of the newest position, which is causal by construction),
+    softmax(q k^T * scale) v per head.
   }];
   let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k_cache, Tfm_F32<3>:$v_cache,
-                       Tfm_I32Scalar:$step, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
+                       Tfm_I32Positions:$step, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, F64Attr:$scale);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
@@ -377,8 +382,8 @@ def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttentio
 }
 
 def Tfm_AddPositionAtOp : Tfm_ExecOp<"add_position_at", "addPositionAt", [Pure]> {
-  let summary = "x [B, 1, D] + table[step] for a table [L, D] and step: tensor<i32> in [0, L)";
-  let arguments = (ins Tfm_F32<3>:$input, Tfm_F32<2>:$table, Tfm_I32Scalar:$step);
+  let summary = "x[b] + table[step[b]] for x [B, 1, D], a table [L, D] and step in [0, L) (a scalar or [B])";
+  let arguments = (ins Tfm_F32<3>:$input, Tfm_F32<2>:$table, Tfm_I32Positions:$step);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $table `,` $step attr-dict `:` functional-type(operands, results)";
 }

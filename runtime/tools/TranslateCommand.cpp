@@ -76,45 +76,39 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   }
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
-  // Longest first: the first batch sizes the session's arena and K/V caches for all the others
-  // (shortest first grew them at nearly every batch: fresh pages zeroed by the kernel each time).
+  // Longest first: the first sentences size the session's arena and K/V caches for all the
+  // others (shortest first grew them again and again: fresh pages zeroed by the kernel each time).
+  // The translator keeps up to --batch sentences in flight (and, with --max-batch-tokens, at
+  // most that many source tokens counted as sentences x longest), refilling as sentences finish.
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() > ids[y].size(); });
+  std::vector<std::vector<int32_t>> in;
+  std::vector<uint64_t> sentenceIds;
+  for (size_t k : order) {
+    in.push_back(std::move(ids[k]));
+    sentenceIds.push_back(first + k);
+  }
+  std::vector<std::vector<tfmdata::Hypothesis>> out;
+  auto report = [&](size_t done) {
+    if (progress) std::fprintf(stderr, "\rtranslated %zu/%zu", done, order.size());
+  };
+  TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
   lines.assign(sources.size(), "");
   if (best) best->assign(sources.size(), "");
-  for (size_t b = 0; b < order.size();) {
-    // A batch: up to --batch sentences, and (with --max-batch-tokens) at most that many source
-    // tokens counted as sentences x longest (what the padded batch holds: its first sentence's
-    // length); at least one sentence.
-    size_t e = b + 1;
-    while (e < order.size() && int64_t(e - b) < job.batch &&
-           (job.maxBatchTokens <= 0 || int64_t(e - b + 1) * int64_t(ids[order[b]].size() + 1) <= job.maxBatchTokens))
-      ++e;
-    std::vector<std::vector<int32_t>> in;
-    std::vector<uint64_t> sentenceIds;
-    for (size_t i = b; i < e; ++i) {
-      in.push_back(ids[order[i]]);
-      sentenceIds.push_back(first + order[i]);
-    }
-    std::vector<std::vector<tfmdata::Hypothesis>> out;
-    TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds));
-    for (size_t i = 0; i < out.size(); ++i) {
-      const size_t k = order[b + i];
-      std::string &text = lines[k];
-      for (size_t h = 0; h < out[i].size() && int(h) < job.nBest; ++h) {
-        const std::string rendered = render(job, out[i][h].tokens);
-        if (job.nBest > 1) {
-          char score[32];
-          std::snprintf(score, sizeof score, "%.4f", out[i][h].score);
-          text += (h ? "\n" : "") + std::to_string(first + k) + " ||| " + rendered + " ||| " + score;
-        } else {
-          text = rendered;
-        }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t k = order[i];
+    std::string &text = lines[k];
+    for (size_t h = 0; h < out[i].size() && int(h) < job.nBest; ++h) {
+      const std::string rendered = render(job, out[i][h].tokens);
+      if (job.nBest > 1) {
+        char score[32];
+        std::snprintf(score, sizeof score, "%.4f", out[i][h].score);
+        text += (h ? "\n" : "") + std::to_string(first + k) + " ||| " + rendered + " ||| " + score;
+      } else {
+        text = rendered;
       }
-      if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
-      if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
     }
-    b = e;
-    if (progress) std::fprintf(stderr, "\rtranslated %zu/%zu", b, order.size());
+    if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
+    if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
   }
   return tfmrt::Status::OK();
 }
@@ -230,6 +224,8 @@ int translateCommand(const CommandLine &cl) {
   search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
   search.useCache = !cl.has("no-cache");
   search.nBest = job.nBest;
+  search.maxSentences = job.batch;
+  search.maxSourceTokens = job.maxBatchTokens;
   search.sample = cl.has("sample");
   search.topK = int(cl.getInt("top-k", 0));
   search.topP = cl.getDouble("top-p", 1.0);

@@ -44,6 +44,12 @@ std::string rowsWithin(const char *what, int64_t rows, int64_t capacity) {
   return "";
 }
 
+// A step operand is a scalar (every row) or one position per row.
+std::string stepPerRow(const Dims &step, int64_t rows) {
+  if (step.empty() || compatible(step[0], rows)) return "";
+  return "step must be a scalar or have one position per row (" + str(rows) + "), got " + dimsStr(step);
+}
+
 std::string lengthOne(const char *name, const Dims &x) {
   return compatible(x[1], 1) ? "" : std::string(name) + " must have length 1, got " + dimsStr(x);
 }
@@ -78,6 +84,7 @@ std::string addPositions(const ShapeArgs &a, Dims &out) {
 std::string addPositionAt(const ShapeArgs &a, Dims &out) {
   const Dims &x = a[0], &table = a[1];
   if (!compatible(x[1], 1) || !compatible(x[2], table[1])) return mismatch("x must be [B, 1, D] for a table [L, D]", x, table);
+  if (std::string err = stepPerRow(a[2], x[0]); !err.empty()) return err;
   out = x;
   out[2] = merge(x[2], table[1]);
   return "";
@@ -242,6 +249,7 @@ std::string lastPosition(const ShapeArgs &a, Dims &out) {
 
 std::string cacheReorder(const ShapeArgs &a, Dims &out) {
   std::string err = rowsWithin("parents", a[1][0], a[0][0]);
+  if (err.empty()) err = stepPerRow(a[2], a[1][0]);
   out = a[0];
   return err;
 }
@@ -251,6 +259,7 @@ std::string cacheWrite(const ShapeArgs &a, Dims &out) {
   std::string err = rowsWithin("update", update[0], cache[0]);
   if (!err.empty()) return err;
   if (!compatible(update[1], 1)) return mismatch("update must be [R, 1, W] for a cache [Rc, Tc, D]", update, cache);
+  if (err = stepPerRow(a[2], update[0]); !err.empty()) return err;
   if (cache[2] != kDynamic) err = columns("update", update, a.attrInt("update_offset"), cache[2]);
   if (!err.empty()) return err;
   out = cache;
@@ -274,6 +283,7 @@ std::string cachedAttention(const ShapeArgs &a, Dims &out) {
   if (!compatible(k[2], width) || !join(k, v, kv))
     return mismatch("k_cache and v_cache must both be [Rc, Tc, heads * head_dim]", k, v);
   err = rowsWithin("q", q[0], kv[0]);
+  if (err.empty()) err = stepPerRow(a[3], q[0]);
   out = {q[0], 1, width};
   return err;
 }

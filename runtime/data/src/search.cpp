@@ -95,93 +95,159 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
 
 }  // namespace
 
-// Produces next-token scores [R, 1, V] for rows given by (sentence, parent row, last token):
-// log-probabilities (normalised) or logits.
+// Produces next-token scores [R, 1, V] for rows given by (slot, parent row, position, prefix):
+// log-probabilities (normalised) or logits. Sentences live in slots: `admit` encodes sources into
+// free slots, and a row's sentence is its slot.
 struct Translator::Decoder {
   virtual ~Decoder() = default;
   virtual bool normalised() const = 0;
-  // src [N, S]; the batch may have up to `maxRows` rows and `maxSteps` positions.
-  virtual Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) = 0;
-  virtual Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
-                      const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) = 0;
+  // Rows may be at different positions, so sentences can enter while others are decoded
+  // (continuous batching); otherwise a batch of sentences is admitted only when none is left.
+  virtual bool continuous() const = 0;
+  // Up to `slots` sentences of up to `maxSource` tokens (EOS included), `maxRows` rows and
+  // `maxSteps` positions.
+  virtual Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) = 0;
+  // Encodes src [n, S] (S <= maxSource; padded rows) into slots[0..n-1].
+  virtual Status admit(const Tensor &src, const std::vector<int32_t> &slots) = 0;
+  virtual Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
+                      const std::vector<int32_t> &parents, const std::vector<const std::vector<int32_t> *> &prefixes,
+                      const Tensor *&logits) = 0;
 };
 
 namespace {
 
-// encode once, then decode_step with the session's K/V cache.
+// Sources and encoder outputs held per slot: encoded batches are copied into their slots'
+// rows [0, S) (positions past a source's length are padding in `src`, so never attended to).
+struct SlotBuffers {
+  Tensor src;                  // [slots, maxSource] ids, pad-filled
+  std::vector<Tensor> values;  // [slots, maxSource, D] each
+  void reserve(int64_t slots, int64_t maxSource, int32_t pad, size_t count, int64_t D) {
+    src.resize(tfmrt::DType::I32, {slots, maxSource});
+    std::fill(src.data<int32_t>(), src.data<int32_t>() + slots * maxSource, pad);
+    values.resize(count);
+    for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, D});
+  }
+  // Row i of srcBatch [n, S] and of each encoded [n, S, D] into slot slots[i].
+  void store(const Tensor &srcBatch, const std::vector<Tensor> &encoded, size_t first,
+             const std::vector<int32_t> &slots, int32_t pad) {
+    const int64_t n = srcBatch.shape[0], S = srcBatch.shape[1], Smax = src.shape[1];
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t *row = src.data<int32_t>() + int64_t(slots[size_t(i)]) * Smax;
+      std::copy(srcBatch.data<int32_t>() + i * S, srcBatch.data<int32_t>() + (i + 1) * S, row);
+      std::fill(row + S, row + Smax, pad);
+      for (size_t v = 0; v < values.size(); ++v) {
+        const int64_t D = values[v].shape[2];
+        float *slot = values[v].data<float>() + int64_t(slots[size_t(i)]) * Smax * D;
+        std::memcpy(slot, encoded[first + v].data<float>() + i * S * D, size_t(S * D) * sizeof(float));
+        std::fill(slot + S * D, slot + Smax * D, 0.f);  // masked, but never stale (0 * NaN)
+      }
+    }
+  }
+};
+
+// encode once per admitted batch, then decode_step with the session's K/V cache.
 class CachedDecoder final : public Translator::Decoder {
 public:
-  CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int64_t maxLen)
-      : session_(std::move(session)), bos_(bos), maxLen_(maxLen) {}
+  CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad, int64_t maxLen, bool perRowSteps)
+      : session_(std::move(session)), bos_(bos), pad_(pad), maxLen_(maxLen), perRowSteps_(perRowSteps) {}
   bool normalised() const override { return true; }  // decode_step ends in tfm.log_softmax
-  Status begin(const Tensor &src, int64_t maxRows, int64_t maxSteps) override {
-    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
-    // Positions rounded up to a power of two (<= max_len): test sets sorted by length would
-    // otherwise grow the cache, a fresh allocation, at nearly every batch.
+  bool continuous() const override { return perRowSteps_; }
+  Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) override {
+    // Positions rounded up to a power of two (<= max_len): successive calls (a stream, or a
+    // length-sorted corpus) would otherwise re-allocate the cache at nearly every call.
     int64_t steps = 16;
     while (steps < maxSteps) steps *= 2;
     TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, std::max(maxSteps, std::min(steps, maxLen_))}));
-    // tokens, step, parents, rows, src, then the cross K/V: swapped in, so both vectors keep
-    // their storage across batches.
-    inputs_.resize(4 + encoded_.size());
-    inputs_[4] = src;
-    for (size_t i = 1; i < encoded_.size(); ++i) std::swap(inputs_[4 + i], encoded_[i]);
+    slots_ = slots;
+    maxSource_ = maxSource;
+    reserved_ = false;  // sized at the first admit, once D is known
     return Status::OK();
   }
-  Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &parents,
-              const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) override {
-    // The small inputs are rewritten in place: their storage is reused once the largest R was seen.
-    const int64_t R = int64_t(rowSentence.size());
+  Status admit(const Tensor &src, const std::vector<int32_t> &slots) override {
+    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
+    if (!reserved_) {
+      buffers_.reserve(slots_, maxSource_, pad_, encoded_.size() - 1, encoded_[0].shape[2]);
+      reserved_ = true;
+    }
+    buffers_.store(src, encoded_, 1, slots, pad_);
+    return Status::OK();
+  }
+  Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
+              const std::vector<int32_t> &parents, const std::vector<const std::vector<int32_t> *> &prefixes,
+              const Tensor *&logits) override {
+    // tokens, step, parents, rows, src, then the cross K/V; the small inputs are rewritten in
+    // place (their storage is reused once the largest R was seen), the slot buffers swapped in
+    // and back so both keep their storage.
+    const int64_t R = int64_t(rowSlot.size());
+    inputs_.resize(4 + 1 + buffers_.values.size());
     inputs_[0].resize(tfmrt::DType::I32, {R, 1});
-    inputs_[1].resize(tfmrt::DType::I32, {});
+    if (perRowSteps_) inputs_[1].resize(tfmrt::DType::I32, {R});
+    else inputs_[1].resize(tfmrt::DType::I32, {});  // an artifact of format 1 decode_step: one position
     inputs_[2].resize(tfmrt::DType::I32, {R});
     inputs_[3].resize(tfmrt::DType::I32, {R});
     int32_t *tokens = inputs_[0].data<int32_t>();
     for (int64_t r = 0; r < R; ++r) tokens[r] = prefixes[r]->empty() ? bos_ : prefixes[r]->back();
-    inputs_[1].data<int32_t>()[0] = int32_t(t);
+    std::copy(positions.begin(), positions.begin() + (perRowSteps_ ? R : 1), inputs_[1].data<int32_t>());
     std::copy(parents.begin(), parents.end(), inputs_[2].data<int32_t>());
-    std::copy(rowSentence.begin(), rowSentence.end(), inputs_[3].data<int32_t>());
-    TFMRT_RETURN_IF_ERROR(session_->run("decode_step", inputs_, out_));
+    std::copy(rowSlot.begin(), rowSlot.end(), inputs_[3].data<int32_t>());
+    std::swap(inputs_[4], buffers_.src);
+    for (size_t i = 0; i < buffers_.values.size(); ++i) std::swap(inputs_[5 + i], buffers_.values[i]);
+    Status st = session_->run("decode_step", inputs_, out_);
+    std::swap(inputs_[4], buffers_.src);
+    for (size_t i = 0; i < buffers_.values.size(); ++i) std::swap(inputs_[5 + i], buffers_.values[i]);
+    TFMRT_RETURN_IF_ERROR(st);
     logits = &out_[0];
     return Status::OK();
   }
 
 private:
   std::unique_ptr<tfmrt::Session> session_;
-  int32_t bos_;
+  int32_t bos_, pad_;
   int64_t maxLen_;
+  bool perRowSteps_;
+  int64_t slots_ = 0, maxSource_ = 0;
+  bool reserved_ = false;
+  SlotBuffers buffers_;  // src and cross_k.l / cross_v.l per slot
   std::vector<Tensor> encoded_, inputs_, out_;
 };
 
-// The reference path: `decode` over [BOS] + prefix for every row, every step.
+// The reference path: `decode` over [BOS] + prefix for every row, every step. Not continuous:
+// the rows are at one position and the slots hold one encoded batch (slot -> its row there).
 class FullPrefixDecoder final : public Translator::Decoder {
 public:
-  explicit FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos)
-      : session_(std::move(session)), bos_(bos) {}
+  FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos) : session_(std::move(session)), bos_(bos) {}
   bool normalised() const override { return false; }
-  Status begin(const Tensor &src, int64_t, int64_t) override {
-    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
-    src_ = src;
-    repSentences_.clear();
+  bool continuous() const override { return false; }
+  Status reserve(int64_t slots, int64_t, int64_t, int64_t) override {
+    batchRow_.assign(size_t(slots), -1);
     return Status::OK();
   }
-  Status step(int64_t t, const std::vector<int32_t> &rowSentence, const std::vector<int32_t> &,
-              const std::vector<const std::vector<int32_t> *> &prefixes, const Tensor *&logits) override {
-    const int64_t R = int64_t(rowSentence.size()), S = src_.shape[1], D = encoded_[0].shape[2], T = t + 1;
+  Status admit(const Tensor &src, const std::vector<int32_t> &slots) override {
+    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
+    src_ = src;
+    for (size_t i = 0; i < slots.size(); ++i) batchRow_[size_t(slots[i])] = int32_t(i);
+    repSlots_.clear();
+    return Status::OK();
+  }
+  Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
+              const std::vector<int32_t> &, const std::vector<const std::vector<int32_t> *> &prefixes,
+              const Tensor *&logits) override {
+    const int64_t R = int64_t(rowSlot.size()), S = src_.shape[1], D = encoded_[0].shape[2], T = positions[0] + 1;
     // Source and memory rows per hypothesis, rebuilt only when some row's sentence changes.
-    if (rowSentence != repSentences_) {
+    if (rowSlot != repSlots_) {
       srcRep_ = Tensor(tfmrt::DType::I32, {R, S});
       memRep_ = Tensor(tfmrt::DType::F32, {R, S, D});
       for (int64_t r = 0; r < R; ++r) {
-        const int64_t n = rowSentence[r];
+        const int64_t n = batchRow_[size_t(rowSlot[r])];
         std::memcpy(srcRep_.data<int32_t>() + r * S, src_.data<int32_t>() + n * S, size_t(S) * sizeof(int32_t));
         std::memcpy(memRep_.data<float>() + r * S * D, encoded_[0].data<float>() + n * S * D,
                     size_t(S * D) * sizeof(float));
       }
-      repSentences_ = rowSentence;
+      repSlots_ = rowSlot;
     }
     Tensor tgt(tfmrt::DType::I32, {R, T});
     for (int64_t r = 0; r < R; ++r) {
+      if (int64_t(prefixes[r]->size()) + 1 != T) return tfmrt::internalError("full-prefix decoder: rows at different positions");
       int32_t *row = tgt.data<int32_t>() + r * T;
       row[0] = bos_;
       std::copy(prefixes[r]->begin(), prefixes[r]->end(), row + 1);
@@ -194,8 +260,9 @@ public:
 private:
   std::unique_ptr<tfmrt::Session> session_;
   int32_t bos_;
+  std::vector<int32_t> batchRow_;
   Tensor src_, srcRep_, memRep_;
-  std::vector<int32_t> repSentences_;
+  std::vector<int32_t> repSlots_;
   std::vector<Tensor> encoded_, out_;
 };
 
@@ -214,6 +281,8 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("top-p must be in (0, 1]");
   if (!(o.lengthPenalty >= 0)) return tfmrt::invalidArgument("length penalty must be >= 0");
   if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
+  if (o.maxSentences < 0 || o.maxSourceTokens < 0)
+    return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
     return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
   const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
@@ -226,14 +295,21 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
   t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
-  if (o.useCache) t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.maxLen);
-  else t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
+  if (o.useCache) {
+    // decode_step's step: one position per row (continuous batching) or, in artifacts compiled
+    // before it, one for all rows.
+    const tfmrt::EntryFunction &fn = *model.artifact().findFunction("decode_step");
+    const bool perRow = fn.inputs.size() > 1 && fn.values[fn.inputs[1]].shape.size() == 1;
+    t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.pad, o.maxLen, perRow);
+  } else {
+    t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
+  }
   out = std::move(t);
   return Status::OK();
 }
 
 Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
-                             const std::vector<uint64_t> *sentenceIds) {
+                             const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress) {
   const SearchOptions &o = options_;
   const int64_t N = int64_t(sources.size());
   out.assign(size_t(N), {});
@@ -242,64 +318,108 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     return tfmrt::invalidArgument("one sentence id per source is needed");
   const int K = o.beam;
   const bool greedy = K == 1;
+  const bool continuous = decoder_->continuous();
 
-  // Sources with EOS, truncated to max_len, padded.
-  int64_t S = 1, maxSteps = 1;
-  for (const auto &s : sources) S = std::max<int64_t>(S, std::min<int64_t>(int64_t(s.size()) + 1, o.maxLen));
-  std::vector<int32_t> srcIds(size_t(N * S), o.pad);
+  // Sources with EOS, truncated to max_len (no padding yet: batches are padded as admitted).
+  std::vector<std::vector<int32_t>> srcIds(static_cast<size_t>(N));
   std::vector<SentenceState> state(static_cast<size_t>(N));
+  int64_t maxSource = 1, maxSteps = 1;
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t len = std::min<int64_t>(int64_t(sources[n].size()), S - 1);
-    std::copy(sources[n].begin(), sources[n].begin() + len, srcIds.begin() + n * S);
-    srcIds[n * S + len] = o.eos;
+    const int64_t len = std::min<int64_t>(int64_t(sources[n].size()), o.maxLen - 1);
+    srcIds[n].assign(sources[n].begin(), sources[n].begin() + len);
+    srcIds[n].push_back(o.eos);
+    maxSource = std::max<int64_t>(maxSource, len + 1);
     state[n].maxOut = std::max<int64_t>(
         1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
     maxSteps = std::max(maxSteps, state[n].maxOut);
-    Live root;
-    root.row = int32_t(n);
-    state[n].live.push_back(std::move(root));
   }
-  TFMRT_RETURN_IF_ERROR(decoder_->begin(Tensor::i32({N, S}, srcIds), N * K, maxSteps));
+  // Slots: sentences decoded together. Continuous batching refills a slot as soon as its
+  // sentence finishes (in groups, so `encode` runs on several sentences at once), so the rows
+  // of decode_step stay near slots x beam instead of shrinking as a batch's sentences finish.
+  const int64_t slots = o.maxSentences > 0 ? std::min(o.maxSentences, N) : N;
+  const int64_t refillAt = continuous ? std::max<int64_t>(1, slots / 8) : slots;
+  TFMRT_RETURN_IF_ERROR(decoder_->reserve(slots, maxSource, slots * K, maxSteps));
+  std::vector<int32_t> freeSlots(static_cast<size_t>(slots));
+  std::iota(freeSlots.rbegin(), freeSlots.rend(), 0);  // popped from the back: lowest first
+  std::vector<int64_t> inFlight;                       // sentences being decoded, in admission order
+  std::vector<int32_t> slotOf(static_cast<size_t>(N), -1);
+  int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0;
 
-  std::vector<int32_t> rowSentence, parents;
+  std::vector<int32_t> rowSlot, parents, positions, admitted;
   std::vector<const std::vector<int32_t> *> prefixes;
   std::vector<uint8_t> taken;
   std::vector<RowTop> tops;
+  std::vector<int32_t> batchIds;
   const size_t keep = greedy ? 1 : size_t(2 * K);
-  for (int64_t t = 0;; ++t) {
+  for (;;) {
+    // Admission: into free slots, a group at a time, the caller's order; with a source-token
+    // limit, as many as keep (sentences x longest) within it (at least one).
+    if (nextSentence < N && (inFlight.empty() || int64_t(freeSlots.size()) >= refillAt)) {
+      admitted.clear();
+      int64_t longest = inFlightLongest, S = 0;
+      while (nextSentence < N && !freeSlots.empty()) {
+        const int64_t len = int64_t(srcIds[nextSentence].size());
+        const int64_t count = int64_t(inFlight.size() + admitted.size()) + 1;
+        if (o.maxSourceTokens > 0 && count > 1 && count * std::max(longest, len) > o.maxSourceTokens) break;
+        longest = std::max(longest, len);
+        S = std::max(S, len);
+        slotOf[nextSentence] = freeSlots.back();
+        freeSlots.pop_back();
+        admitted.push_back(int32_t(nextSentence++));
+      }
+      if (!admitted.empty()) {
+        const int64_t n = int64_t(admitted.size());
+        batchIds.assign(size_t(n * S), o.pad);
+        std::vector<int32_t> admittedSlots;
+        for (int64_t i = 0; i < n; ++i) {
+          const auto &ids = srcIds[size_t(admitted[size_t(i)])];
+          std::copy(ids.begin(), ids.end(), batchIds.begin() + i * S);
+          admittedSlots.push_back(slotOf[size_t(admitted[size_t(i)])]);
+          Live root;
+          root.row = -1;  // no cache row yet
+          SentenceState &st = state[size_t(admitted[size_t(i)])];
+          st.live.push_back(std::move(root));
+          inFlight.push_back(admitted[size_t(i)]);
+        }
+        inFlightLongest = longest;
+        TFMRT_RETURN_IF_ERROR(decoder_->admit(Tensor::i32({n, S}, batchIds), admittedSlots));
+      }
+    }
+    if (inFlight.empty()) break;
+
     // Rows of this call. A hypothesis keeps its parent's row when that row is free and < R:
     // the K/V cache reorder copies only rows whose parent differs, so the first child of each
     // parent, and every hypothesis of a sentence when others leave the batch, costs no copy.
     // Row placement does not change any row's results (every kernel treats rows alike).
     int64_t R = 0;
-    for (int64_t n = 0; n < N; ++n)
-      if (!state[n].done) R += int64_t(state[n].live.size());
-    if (R == 0) break;
-    rowSentence.assign(size_t(R), 0);
+    for (int64_t n : inFlight) R += int64_t(state[size_t(n)].live.size());
+    rowSlot.assign(size_t(R), 0);
     parents.assign(size_t(R), 0);
+    positions.assign(size_t(R), 0);
     prefixes.assign(size_t(R), nullptr);
     taken.assign(size_t(R), 0);
     for (int pass = 0, next = 0; pass < 2; ++pass)
-      for (int64_t n = 0; n < N; ++n) {
-        if (state[n].done) continue;
-        for (Live &h : state[n].live) {
+      for (int64_t n : inFlight) {
+        for (Live &h : state[size_t(n)].live) {
           if (pass == 0) {
             h.callRow = -1;
-            if (h.row >= R || taken[size_t(h.row)]) continue;
+            if (h.row < 0 || h.row >= R || taken[size_t(h.row)]) continue;
             h.callRow = h.row;
           } else {
             if (h.callRow >= 0) continue;
             while (taken[size_t(next)]) ++next;
             h.callRow = next;
           }
-          taken[size_t(h.callRow)] = 1;
-          rowSentence[size_t(h.callRow)] = int32_t(n);
-          parents[size_t(h.callRow)] = h.row;
-          prefixes[size_t(h.callRow)] = &h.tokens;
+          const size_t r = size_t(h.callRow);
+          taken[r] = 1;
+          rowSlot[r] = slotOf[size_t(n)];
+          parents[r] = h.row < 0 ? h.callRow : h.row;  // a new sentence's row has nothing to copy
+          positions[r] = int32_t(h.tokens.size());
+          prefixes[r] = &h.tokens;
         }
       }
     const Tensor *logits = nullptr;
-    TFMRT_RETURN_IF_ERROR(decoder_->step(t, rowSentence, parents, prefixes, logits));
+    TFMRT_RETURN_IF_ERROR(decoder_->step(positions, rowSlot, parents, prefixes, logits));
     ++steps_;
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
@@ -311,11 +431,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     for (int64_t r = 0; r < R; ++r)
       scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, normalised, tops[r]);
 
-    for (int64_t n = 0; n < N; ++n) {
-      SentenceState &st = state[n];
-      if (st.done) continue;
+    for (int64_t n : inFlight) {
+      SentenceState &st = state[size_t(n)];
       const int nLive = int(st.live.size());
-      const bool lastStep = t + 1 >= st.maxOut;  // this token is the last one allowed
+      const int64_t t = int64_t(st.live[0].tokens.size());  // this sentence's position
+      const bool lastStep = t + 1 >= st.maxOut;             // this token is the last one allowed
       // The length under the penalty counts EOS, also for outputs cut at the length limit.
       auto finish = [&](const Live &h, double logProb) {
         Hypothesis f;
@@ -393,12 +513,30 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       }
       st.done = done;
     }
-  }
-  for (int64_t n = 0; n < N; ++n) {
-    auto &f = state[n].finished;
-    std::stable_sort(f.begin(), f.end(), [](const Hypothesis &a, const Hypothesis &b) { return a.score > b.score; });
-    if (f.size() > size_t(o.nBest)) f.resize(size_t(o.nBest));
-    out[n] = std::move(f);
+    // Finished sentences leave: their slots are free for the next admission.
+    size_t kept = 0;
+    for (int64_t n : inFlight) {
+      SentenceState &st = state[size_t(n)];
+      if (!st.done) {
+        inFlight[kept++] = n;
+        continue;
+      }
+      st.live.clear();
+      freeSlots.push_back(slotOf[size_t(n)]);
+      auto &f = st.finished;
+      std::stable_sort(f.begin(), f.end(), [](const Hypothesis &a, const Hypothesis &b) { return a.score > b.score; });
+      if (f.size() > size_t(o.nBest)) f.resize(size_t(o.nBest));
+      out[size_t(n)] = std::move(f);
+      ++finishedCount;
+    }
+    if (kept != inFlight.size()) {
+      inFlight.resize(kept);
+      // Lowest free slot first, so a non-continuous decoder's slots match its batch rows.
+      std::sort(freeSlots.begin(), freeSlots.end(), std::greater<int32_t>());
+      inFlightLongest = 0;
+      for (int64_t n : inFlight) inFlightLongest = std::max<int64_t>(inFlightLongest, int64_t(srcIds[size_t(n)].size()));
+      if (progress) progress(size_t(finishedCount));
+    }
   }
   return Status::OK();
 }

@@ -26,6 +26,25 @@ func.func @decode_layer(%tok: tensor<?x1x8xf32>, %step: tensor<i32>, %parents: t
   return %a, %g : tensor<?x1x8xf32>, tensor<?x1x8xf32>
 }
 
+// Continuous batching: one position per row (step [R]).
+// CHECK-LABEL: func.func @per_row_positions
+// CHECK: tfm.add_position_at %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x1x8xf32>, tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+// CHECK: tfm.cache_reorder %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+// CHECK: tfm.cache_write %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+// CHECK: tfm.cached_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {{.*}} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+// KEPT-LABEL: func.func @per_row_positions
+// KEPT: tfm.cache_reorder
+// KEPT: tfm.cache_write
+func.func @per_row_positions(%tok: tensor<?x1x8xf32>, %steps: tensor<?xi32>, %parents: tensor<?xi32>) -> tensor<?x1x8xf32> {
+  %pos = tfm.position_table {max_len = 16, dim = 8} : tensor<16x8xf32>
+  %x = tfm.add_position_at %tok, %pos, %steps : (tensor<?x1x8xf32>, tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %c0 = tfm.state "dec.k_cache" : tensor<?x?x8xf32>
+  %c1 = tfm.cache_reorder %c0, %parents, %steps : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+  %c2 = tfm.cache_write %c1, %x, %steps : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+  %a = tfm.cached_attention %x, %c2, %c2, %steps {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  return %a : tensor<?x1x8xf32>
+}
+
 // Gradient accumulation writes its state in place: kept by canonicalize + CSE though its result
 // is unused.
 // CHECK-LABEL: func.func @accumulate

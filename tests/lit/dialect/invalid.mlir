@@ -592,10 +592,41 @@ func.func @cache_not_state(%c: tensor<?x?x8xf32>, %p: tensor<?xi32>, %s: tensor<
 }
 
 // -----
-func.func @cache_step_rank(%p: tensor<?xi32>, %s: tensor<1xi32>) {
+func.func @cache_step_rank(%p: tensor<?xi32>, %s: tensor<1x1xi32>) {
   %c = tfm.state "k" : tensor<?x?x8xf32>
-  // expected-error @+1 {{operand #2 must be rank 0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
-  %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<1xi32>) -> tensor<?x?x8xf32>
+  // expected-error @+1 {{operand #2 must be rank 0..1 tensor of 32-bit signless integer values, but got 'tensor<1x1xi32>'}}
+  %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<?xi32>, tensor<1x1xi32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_step_per_row(%p: tensor<2xi32>, %s: tensor<3xi32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{step must be a scalar or have one position per row (2), got [3]}}
+  %0 = tfm.cache_reorder %c, %p, %s : (tensor<?x?x8xf32>, tensor<2xi32>, tensor<3xi32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_step_per_row(%u: tensor<4x1x8xf32>, %s: tensor<5xi32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{step must be a scalar or have one position per row (4), got [5]}}
+  %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xf32>, tensor<4x1x8xf32>, tensor<5xi32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cached_attention_step_per_row(%q: tensor<3x1x8xf32>, %s: tensor<2xi32>) {
+  %c = tfm.state "k" : tensor<?x?x8xf32>
+  // expected-error @+1 {{step must be a scalar or have one position per row (3), got [2]}}
+  %0 = tfm.cached_attention %q, %c, %c, %s {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<3x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<2xi32>) -> tensor<3x1x8xf32>
+  return
+}
+
+// -----
+func.func @add_position_at_step_per_row(%x: tensor<3x1x8xf32>, %t: tensor<16x8xf32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{step must be a scalar or have one position per row (3), got [4]}}
+  %0 = tfm.add_position_at %x, %t, %s : (tensor<3x1x8xf32>, tensor<16x8xf32>, tensor<4xi32>) -> tensor<3x1x8xf32>
   return
 }
 

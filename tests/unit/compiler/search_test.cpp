@@ -135,8 +135,9 @@ std::vector<double> logSoftmaxRow(const tfmrt::Tensor &logits, int64_t r) {
 }
 
 // decode_step with the K/V cache against `decode` over the whole prefix, step by step, through
-// beam-style reorders (rows swapping parents, one parent feeding two rows) and compaction (a
-// sentence leaving the batch): equal log-probabilities at every step.
+// beam-style reorders (rows swapping parents, one parent feeding two rows), compaction (a
+// sentence leaving the batch) and continuous batching (a sentence entering two steps late, so
+// rows sit at different positions): equal log-probabilities at every step.
 TEST(CachedDecoding, StepLogProbsEqualFullPrefix) {
   for (const char *spec : {"tiny", "tiny-prenorm"})
     for (const char *fusion : {"all", "none"})
@@ -154,16 +155,17 @@ TEST(CachedDecoding, StepLogProbsEqualFullPrefix) {
         ASSERT_TRUE(session->run("encode", {srcT}, enc).ok());
         ASSERT_EQ(enc.size(), size_t(1 + 2 * L));
         ASSERT_TRUE(session->bindStates({16, 22}).ok());
-        // Per step: each row's sentence, parent row (previous step) and new token.
+        // Per step: each row's sentence, parent row (previous step; a sentence's first row is
+        // its own parent) and new token (BOS = 1 first).
         struct Step {
           std::vector<int32_t> sentence, parent, token;
         };
         std::vector<Step> steps{
-            {{0, 1, 2}, {0, 1, 2}, {1, 1, 1}},                                // BOS, one row per sentence
-            {{0, 0, 1, 1, 2, 2}, {0, 0, 1, 1, 2, 2}, {7, 8, 9, 10, 11, 12}},  // beams open
-            {{0, 0, 1, 1, 2, 2}, {1, 0, 3, 3, 4, 5}, {13, 14, 15, 16, 17, 18}},  // swap; one parent twice
-            {{0, 0, 2, 2}, {0, 1, 5, 4}, {19, 20, 21, 22}},                   // sentence 1 leaves
-            {{0, 2, 2}, {1, 3, 3}, {23, 24, 25}},
+            {{0, 1}, {0, 1}, {1, 1}},                                     // BOS, one row per sentence
+            {{0, 0, 1, 1}, {0, 0, 1, 1}, {7, 8, 9, 10}},                  // beams open
+            {{0, 0, 1, 1, 2}, {1, 0, 3, 3, 4}, {13, 14, 15, 16, 1}},      // swap; one parent twice; 2 enters
+            {{0, 0, 2, 2}, {0, 1, 4, 4}, {19, 20, 21, 22}},               // sentence 1 leaves
+            {{0, 2, 2}, {1, 3, 2}, {23, 24, 25}},
         };
         // Then random beams: 1-4 rows per sentence, parents drawn from the sentence's rows.
         uint32_t seed = 12345;
@@ -184,38 +186,39 @@ TEST(CachedDecoding, StepLogProbsEqualFullPrefix) {
           }
           steps.push_back(st);
         }
-        std::vector<std::vector<int32_t>> prefix{{1}, {1}, {1}};  // per row: BOS + tokens
+        std::vector<std::vector<int32_t>> prefix;  // per row of the previous step: BOS + tokens
         for (size_t t = 0; t < steps.size(); ++t) {
           const Step &st = steps[t];
           const int64_t R = int64_t(st.sentence.size());
           std::vector<std::vector<int32_t>> cur(static_cast<size_t>(R));
+          std::vector<int32_t> positions(static_cast<size_t>(R));
           for (int64_t r = 0; r < R; ++r) {
-            cur[r] = t == 0 ? std::vector<int32_t>{} : prefix[st.parent[r]];
+            const bool entering = st.token[r] == 1;
+            cur[r] = entering ? std::vector<int32_t>{} : prefix[st.parent[r]];
             cur[r].push_back(st.token[r]);
+            positions[r] = int32_t(cur[r].size()) - 1;
           }
-          std::vector<tfmrt::Tensor> in{tfmrt::Tensor::i32({R, 1}, st.token), tfmrt::Tensor::i32({}, {int32_t(t)}),
+          std::vector<tfmrt::Tensor> in{tfmrt::Tensor::i32({R, 1}, st.token), tfmrt::Tensor::i32({R}, positions),
                                         tfmrt::Tensor::i32({R}, st.parent), tfmrt::Tensor::i32({R}, st.sentence), srcT};
           for (int64_t l = 0; l < 2 * L; ++l) in.push_back(enc[1 + l]);
-          std::vector<tfmrt::Tensor> cached, full;
+          std::vector<tfmrt::Tensor> cached;
           tfmrt::Status s = session->run("decode_step", in, cached);
           ASSERT_TRUE(s.ok()) << s.message();
-          // The reference: the decoder over the whole prefix, source and memory rows replicated.
-          const int64_t T = int64_t(t) + 1, D = enc[0].shape[2];
-          std::vector<int32_t> tgt, srcRep;
-          std::vector<float> memRep;
-          for (int64_t r = 0; r < R; ++r) {
-            tgt.insert(tgt.end(), cur[r].begin(), cur[r].end());
-            const int64_t n = st.sentence[r];
-            srcRep.insert(srcRep.end(), src.begin() + n * S, src.begin() + (n + 1) * S);
-            memRep.insert(memRep.end(), enc[0].data<float>() + n * S * D, enc[0].data<float>() + (n + 1) * S * D);
-          }
-          s = model->run("decode", {tfmrt::Tensor::i32({R, S}, srcRep), tfmrt::Tensor::f32({R, S, D}, memRep),
-                                    tfmrt::Tensor::i32({R, T}, tgt)}, full);
-          ASSERT_TRUE(s.ok()) << s.message();
-          ASSERT_EQ(cached[0].numel(), full[0].numel());
+          ASSERT_EQ(cached[0].numel(), R * cached[0].shape.back());
+          // The reference: the decoder over each row's whole prefix, with its sentence's source
+          // and memory row.
+          const int64_t D = enc[0].shape[2];
           double worst = 0;
           for (int64_t r = 0; r < R; ++r) {
-            auto a = logSoftmaxRow(cached[0], r), b = logSoftmaxRow(full[0], r);
+            const int64_t n = st.sentence[r], T = int64_t(cur[r].size());
+            std::vector<tfmrt::Tensor> full;
+            s = model->run("decode", {tfmrt::Tensor::i32({1, S}, std::vector<int32_t>(src.begin() + n * S, src.begin() + (n + 1) * S)),
+                                      tfmrt::Tensor::f32({1, S, D}, std::vector<float>(enc[0].data<float>() + n * S * D,
+                                                                                      enc[0].data<float>() + (n + 1) * S * D)),
+                                      tfmrt::Tensor::i32({1, T}, cur[r])}, full);
+            ASSERT_TRUE(s.ok()) << s.message();
+            auto a = logSoftmaxRow(cached[0], r), b = logSoftmaxRow(full[0], 0);
+            ASSERT_EQ(a.size(), b.size());
             for (size_t v = 0; v < a.size(); ++v) worst = std::max(worst, std::abs(a[v] - b[v]));
           }
           EXPECT_LT(worst, 1e-5) << "step " << t;

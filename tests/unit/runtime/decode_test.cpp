@@ -58,6 +58,44 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CachedAttentionTest,
                                            StepCase{16, 16, 40, 37, 8, 64, 0},  // parallel, AVX-512
                                            StepCase{3, 8, 130, 129, 4, 64, 64}));
 
+// Continuous batching: rows at different positions (step [R]). Fast matches reference, and
+// each row equals that row alone at its own scalar step.
+TEST(CachedAttention, PerRowStepsMatchEachRowAlone) {
+  const int64_t R = 6, Tc = 40, H = 4, dk = 64, D = H * dk;
+  const std::vector<int32_t> steps{0, 37, 5, 16, 39, 1};
+  Tensor q = randomF32({R, 1, D}, 7), k = randomF32({R, Tc, D}, 8), v = randomF32({R, Tc, D}, 9);
+  SingleOp op("tfm.cached_attention", {{q}, {k}, {v}, {Tensor::i32({R}, steps)}}, stepAttrs(H, dk));
+  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  op.compare(avx ? "fast.cached_attention_avx512" : "fast.cached_attention_portable", 1e-5, 1e-4);
+  for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
+    Tensor all = op.run(backend);
+    for (int64_t r = 0; r < R; ++r) {
+      Tensor qr(DType::F32, {1, 1, D}), kr(DType::F32, {1, Tc, D}), vr(DType::F32, {1, Tc, D});
+      std::memcpy(qr.data<float>(), q.data<float>() + r * D, size_t(D) * sizeof(float));
+      std::memcpy(kr.data<float>(), k.data<float>() + r * Tc * D, size_t(Tc * D) * sizeof(float));
+      std::memcpy(vr.data<float>(), v.data<float>() + r * Tc * D, size_t(Tc * D) * sizeof(float));
+      Tensor one = SingleOp("tfm.cached_attention", {{qr}, {kr}, {vr}, {Tensor::i32({}, {steps[size_t(r)]})}},
+                            stepAttrs(H, dk))
+                       .run(backend);
+      for (int64_t j = 0; j < D; ++j)
+        ASSERT_EQ(all.data<float>()[r * D + j], one.data<float>()[j]) << backendName(backend) << " row " << r;
+    }
+  }
+}
+
+TEST(AddPositionAt, PerRowSteps) {
+  const int64_t B = 3, L = 6, D = 5;
+  Tensor x = randomF32({B, 1, D}, 10), table = randomF32({L, D}, 11);
+  const std::vector<int32_t> steps{4, 0, 5};
+  for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
+    Tensor y = SingleOp("tfm.add_position_at", {{x}, {table}, {Tensor::i32({B}, steps)}}, {}).run(backend);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < D; ++j)
+        EXPECT_EQ(y.data<float>()[b * D + j], x.data<float>()[b * D + j] + table.data<float>()[steps[size_t(b)] * D + j]);
+  }
+}
+
 TEST(GatheredAttention, FastMatchesReference) {
   const int64_t R = 9, N = 3, S = 11, H = 4, dk = 64, D = H * dk;
   // k and v read from a merged [N, S, 2D + 5] buffer at odd offsets; sentence 2 fully masked.
@@ -96,14 +134,15 @@ TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
 }
 
 // A model whose `step` entry reorders a cache by `parents`, writes `update` at `step`, and
-// returns the whole cache (scaled by 1, so the state itself is not an output).
-Artifact cacheArtifact() {
+// returns the whole cache (scaled by 1, so the state itself is not an output). `step` is a
+// scalar, or {kDyn} for one position per row.
+Artifact cacheArtifact(Shape stepShape = {}) {
   Artifact a;
   a.modelName = "cache";
   FunctionBuilder f(a, "step");
   uint32_t update = f.input("update", DType::F32, {kDyn, 1, 4});
   uint32_t parents = f.input("parents", DType::I32, {kDyn});
-  uint32_t step = f.input("step", DType::I32, {});
+  uint32_t step = f.input("step", DType::I32, stepShape);
   uint32_t cache = f.state("cache", {kDyn, kDyn, 4});
   f.inPlace("tfm.cache_reorder", {cache, parents, step}, cache);
   f.inPlace("tfm.cache_write", {cache, update, step}, cache);
@@ -183,11 +222,64 @@ TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
   EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 4}), Tensor::i32({}, {1})}, out),
                "parents[1] = 4 is outside [0, 4)");
   EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 1}), Tensor::i32({}, {6})}, out),
-               "step 6 is outside [0, 5]");
+               "step 6 is outside [0, 6)");
   EXPECT_ERROR(s->run("step", {Tensor::f32({5, 1, 4}), Tensor::i32({5}, {0, 1, 2, 3, 0}), Tensor::i32({}, {1})}, out),
                "5 rows but the cache only 4");
   EXPECT_ERROR(s->bindStates({4}), "1 given");
   EXPECT_ERROR(s->bindStates({0, 3}), ">= 1");
+}
+
+// Continuous batching through the cache ops: step [R], rows at different positions. A row at
+// step 0 (a sentence entering) copies nothing, whatever its parent; every other row copies
+// positions [0, step[r]) of its parent (sources that are themselves overwritten included).
+TEST(SessionState, ReorderAndWritePerRowSteps) {
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    auto model = loadModel(cacheArtifact({kDyn}), backend);
+    ASSERT_TRUE(model);
+    std::unique_ptr<Session> s;
+    ASSERT_TRUE(Session::create(*model, s).ok());
+    ASSERT_TRUE(s->bindStates({4, 40}).ok());
+    // Mirror per row: its tokens; cache row r position p holds 100 * token + feature.
+    std::vector<std::vector<int>> mirror(4);
+    std::vector<Tensor> out;
+    // (parents, steps) per call; row r's step must equal its parent's length (or 0: entering).
+    struct Call {
+      std::vector<int32_t> parents, steps;
+    };
+    const std::vector<Call> calls{{{0, 1}, {0, 0}},
+                                  {{0, 1, 0}, {1, 1, 0}},          // row 2 enters late (parent ignored)
+                                  {{2, 0, 1, 3}, {1, 2, 2, 0}},    // a rotation; row 3 enters
+                                  {{1, 3, 2, 3}, {3, 1, 3, 1}},
+                                  {{2, 0, 1, 1}, {4, 4, 2, 2}},
+                                  {{3, 2, 0, 1}, {3, 3, 5, 5}}};
+    int token = 1;
+    for (size_t t = 0; t < calls.size(); ++t) {
+      const Call &c = calls[t];
+      const int64_t R = int64_t(c.parents.size());
+      std::vector<std::vector<int>> next = mirror;
+      std::vector<float> upd;
+      for (int64_t r = 0; r < R; ++r) {
+        std::vector<int> row = c.steps[r] == 0 ? std::vector<int>{} : mirror[c.parents[r]];
+        ASSERT_EQ(int64_t(row.size()), c.steps[r]) << "call " << t << " row " << r << ": test script";
+        row.push_back(token);
+        next[r] = row;
+        for (int j = 0; j < 4; ++j) upd.push_back(float(100 * token + j));
+        ++token;
+      }
+      tfmrt::Status st = s->run("step", {Tensor::f32({R, 1, 4}, upd), Tensor::i32({R}, c.parents), Tensor::i32({R}, c.steps)}, out);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (int64_t r = 0; r < R; ++r)
+        for (size_t p = 0; p < next[r].size(); ++p)
+          for (int j = 0; j < 4; ++j)
+            ASSERT_EQ(out[0].data<float>()[(r * 40 + int64_t(p)) * 4 + j], float(100 * next[r][p] + j))
+                << backendName(backend) << " call " << t << " row " << r << " position " << p;
+      mirror = next;
+    }
+    EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 1}), Tensor::i32({2}, {1, 40})}, out),
+                 "step 40 (row 1) is outside [0, 40)");
+    EXPECT_ERROR(s->run("step", {Tensor::f32({2, 1, 4}), Tensor::i32({2}, {0, 1}), Tensor::i32({3}, {1, 2, 3})}, out),
+                 "one position per row");
+  }
 }
 
 // One vector as inputs and outputs: the inputs stay valid for the whole call (results are

@@ -1,14 +1,17 @@
 // Translation search over a compiled model's translation entries (--entries=...,translate):
 // greedy (argmax), beam search with the GNMT length penalty, and sampling, batched over sentences.
 //
-// Two decoders produce the next-token scores. The default runs `encode` once per batch and then
-// `decode_step` once per output position: one new token per hypothesis, its keys and values
+// Two decoders produce the next-token scores. The default runs `encode` once per sentence and
+// then `decode_step` once per output position: one new token per hypothesis, its keys and values
 // appended to a K/V cache held as session state (reordered in place when beams are re-ranked).
+// Its batching is continuous: up to maxSentences sentences sit in slots, and a finished
+// sentence's slot is refilled from the rest, each row at its own position.
 // The reference decoder (`useCache = false`) runs `decode` over the whole target prefix at every
 // step; both give the same log-probabilities (tested to 1e-5), so they find the same outputs.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -25,6 +28,13 @@ struct SearchOptions {
   int32_t pad = 0, bos = 1, eos = 2;  // pad and bos are never generated
   bool useCache = true;  // decode_step + K/V cache; false: the full-prefix `decode` reference path
   int nBest = 1;         // hypotheses kept per sentence, best first (<= beam)
+  // Sentences decoded together (0: all those given to translate). With the cached decoder a
+  // finished sentence's slot is refilled from the rest (continuous batching); the full-prefix
+  // decoder takes them a batch at a time.
+  int64_t maxSentences = 0;
+  // With it, admission keeps sentences x longest source (EOS included) within this many tokens
+  // (0: no limit; at least one sentence).
+  int64_t maxSourceTokens = 0;
   // Sampling (beam 1 only): draw each token from softmax(logits / temperature) restricted to the
   // topK most likely tokens (0: all) and to the smallest set whose probability reaches topP.
   // Draws depend only on (seed, sentence id, position), not on batching or threads.
@@ -51,8 +61,10 @@ public:
   // Source subword ids (no EOS: the search appends it) -> per sentence, up to nBest hypotheses,
   // best first. `sentenceIds` (optional, one per source) key the sampling draws; default: the
   // position in `sources`.
+  // `progress` (optional) is called with the number of sentences finished so far.
   tfmrt::Status translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
-                          const std::vector<uint64_t> *sentenceIds = nullptr);
+                          const std::vector<uint64_t> *sentenceIds = nullptr,
+                          const std::function<void(size_t)> &progress = {});
   const SearchOptions &options() const { return options_; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
 

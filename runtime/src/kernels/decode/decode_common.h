@@ -11,10 +11,24 @@
 
 namespace tfmrt::decode {
 
-inline Status readStep(const TensorRef &step, int64_t limit, const char *what, int64_t &out) {
-  out = *step.as<int32_t>();
-  if (out < 0 || out >= limit)
-    return invalidArgument(cat("step ", out, " is outside [0, ", limit, ") (", what, ")"));
+// A step operand: one position for every row (a scalar) or one per row ([R]: continuous
+// batching, where rows entered the batch at different steps).
+struct Steps {
+  const int32_t *positions = nullptr;
+  bool perRow = false;
+  int64_t at(int64_t r) const { return positions[perRow ? r : 0]; }
+};
+
+// Reads and checks every position against [0, limit); shape inference has checked the count.
+inline Status readSteps(const TensorRef &step, int64_t rows, int64_t limit, const char *what, Steps &out) {
+  out.positions = step.as<int32_t>();
+  out.perRow = step.rank() == 1;
+  const int64_t n = out.perRow ? step.numel() : 1;
+  if (out.perRow && n != rows) return invalidArgument(cat("step has ", n, " positions for ", rows, " rows"));
+  for (int64_t i = 0; i < n; ++i)
+    if (out.positions[i] < 0 || out.positions[i] >= limit)
+      return invalidArgument(cat("step ", out.positions[i], out.perRow ? cat(" (row ", i, ")") : std::string(),
+                                 " is outside [0, ", limit, ") (", what, ")"));
   return Status::OK();
 }
 

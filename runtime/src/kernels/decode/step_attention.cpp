@@ -65,13 +65,15 @@ public:
   Status run(const KernelArgs &a) override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t Tc = a.inputs[1].dim(1), D = a.inputs[1].dim(2), dk = attrs_.headDim, H = attrs_.heads;
-    int64_t step;
-    TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[3], Tc, "the cache length", step));
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[3], R, Tc, "the cache length", steps));
+    int64_t keys = 0;  // the most keys of any row: the parallel loop's work estimate
+    for (int64_t r = 0; r < (steps.perRow ? R : 1); ++r) keys = std::max(keys, steps.at(r) + 1);
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
-    return runPairs(a, R, step + 1, [&](int64_t r, int64_t h, float *scores) {
+    return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
       attend_(q + r * Wq + attrs_.qOffset + h * dk, k + r * Tc * D + h * dk, D, v + r * Tc * D + h * dk, D, nullptr,
-              step + 1, dk, attrs_.scale, scores, y + (r * H + h) * dk);
+              steps.at(r) + 1, dk, attrs_.scale, scores, y + (r * H + h) * dk);
     });
   }
 };

@@ -11,9 +11,10 @@
 namespace tfmrt {
 namespace {
 
-// Gathers in place: row r <- row parents[r] over positions [0, step). Rows that keep their own
-// content are skipped. A source row that is itself overwritten is first saved to scratch (a block
-// of positions at a time); every other source is copied straight from the cache.
+// Gathers in place: row r <- row parents[r] over positions [0, step[r]). Rows that keep their own
+// content, or have no positions yet, are skipped. A source row that is itself overwritten is
+// first saved to scratch (a block of positions at a time); every other source is copied straight
+// from the cache.
 class CacheReorderKernel final : public Kernel {
 public:
   static constexpr int64_t kBlock = 16;  // positions per pass
@@ -25,15 +26,19 @@ public:
     const int64_t Rc = a.inputs[0].dim(0), Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
     const int64_t R = a.inputs[1].dim(0);
     const int32_t *parents = a.inputs[1].as<int32_t>();
-    const int64_t step = *a.inputs[2].as<int32_t>();
-    if (step < 0 || step > Tc) return invalidArgument(cat("step ", step, " is outside [0, ", Tc, "]"));
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc + 1, "the cache length", steps));
     TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[1], Rc, "parents"));
     float *cache = a.outputs[0].as<float>();  // the same buffer as the operand
     moved_.clear();
     overwritten_.assign(size_t(Rc), 0);
+    int64_t step = 0;  // the longest copy
     for (int64_t r = 0; r < R; ++r)
-      if (parents[r] != r) moved_.push_back(r), overwritten_[size_t(r)] = 1;
-    if (moved_.empty() || step == 0) return Status::OK();
+      if (parents[r] != r && steps.at(r) > 0) {
+        moved_.push_back(r), overwritten_[size_t(r)] = 1;
+        step = std::max(step, steps.at(r));
+      }
+    if (moved_.empty()) return Status::OK();
     // Sources that are also destinations, each saved once (slot per source row).
     saved_.clear();
     slot_.assign(size_t(Rc), -1);
@@ -53,9 +58,11 @@ public:
       for (size_t i = 0; i < saved_.size(); ++i)
         std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (saved_[i] * Tc + p0) * D, size_t(n) * rowBytes);
       for (int64_t r : moved_) {
+        const int64_t rn = std::min(n, steps.at(r) - p0);
+        if (rn <= 0) continue;
         const int32_t p = parents[r];
         const float *src = slot_[size_t(p)] >= 0 ? tmp + slot_[size_t(p)] * kBlock * D : cache + (p * Tc + p0) * D;
-        std::memcpy(cache + (r * Tc + p0) * D, src, size_t(n) * rowBytes);
+        std::memcpy(cache + (r * Tc + p0) * D, src, size_t(rn) * rowBytes);
       }
     }
     return Status::OK();
@@ -72,11 +79,12 @@ public:
   const char *name() const override { return "reference.cache_write"; }
   Status run(const KernelArgs &a) override {
     const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
-    int64_t step;
-    TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[2], Tc, "the cache length", step));
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc, "the cache length", steps));
     float *cache = a.outputs[0].as<float>();
     const float *update = a.inputs[1].as<float>() + offset_;
-    for (int64_t r = 0; r < R; ++r) std::memcpy(cache + (r * Tc + step) * D, update + r * W, size_t(D) * sizeof(float));
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
     return Status::OK();
   }
   Status prepare(const KernelPrepareInfo &info) override {
@@ -93,12 +101,14 @@ public:
   const char *name() const override { return "reference.add_position_at"; }
   Status run(const KernelArgs &a) override {
     const int64_t B = a.inputs[0].dim(0), D = a.inputs[0].dim(2);
-    int64_t step;
-    TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[2], a.inputs[1].dim(0), "the rows of the position table", step));
-    const float *x = a.inputs[0].as<float>(), *row = a.inputs[1].as<float>() + step * D;
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], B, a.inputs[1].dim(0), "the rows of the position table", steps));
+    const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
-    for (int64_t b = 0; b < B; ++b)
+    for (int64_t b = 0; b < B; ++b) {
+      const float *row = a.inputs[1].as<float>() + steps.at(b) * D;
       for (int64_t j = 0; j < D; ++j) y[b * D + j] = x[b * D + j] + row[j];
+    }
     return Status::OK();
   }
 };
@@ -113,14 +123,14 @@ public:
   Status run(const KernelArgs &a) override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t Tc = a.inputs[1].dim(1), D = a.inputs[1].dim(2), dk = attrs_.headDim;
-    int64_t step;
-    TFMRT_RETURN_IF_ERROR(decode::readStep(a.inputs[3], Tc, "the cache length", step));
-    scores_.resize(size_t(step + 1));
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[3], R, Tc, "the cache length", steps));
+    scores_.resize(size_t(Tc));
     for (int64_t r = 0; r < R; ++r)
       for (int64_t h = 0; h < attrs_.heads; ++h)
         decode::attendReference(a.inputs[0].as<float>() + r * Wq + attrs_.qOffset + h * dk,
                                 a.inputs[1].as<float>() + r * Tc * D + h * dk, D,
-                                a.inputs[2].as<float>() + r * Tc * D + h * dk, D, nullptr, step + 1, dk,
+                                a.inputs[2].as<float>() + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk,
                                 attrs_.scale, scores_.data(), a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
     return Status::OK();
   }
