@@ -88,8 +88,11 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     sentenceIds.push_back(first + k);
   }
   std::vector<std::vector<tfmdata::Hypothesis>> out;
-  auto report = [&](size_t done) {
-    if (progress) std::fprintf(stderr, "\rtranslated %zu/%zu", done, order.size());
+  size_t reported = 0;
+  auto report = [&](size_t done) {  // about every --batch sentences, and at the end
+    if (!progress || (done < reported + size_t(job.batch) && done != order.size())) return;
+    std::fprintf(stderr, "\rtranslated %zu/%zu", done, order.size());
+    reported = done;
   };
   TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
   lines.assign(sources.size(), "");
@@ -324,7 +327,14 @@ int translateCommand(const CommandLine &cl) {
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
                search.useCache ? "" : " (no cache)", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)translator->decodeSteps(), loadAverage().c_str());
-  if (options.profile) printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
+  if (options.profile) {
+    const auto &w = translator->work();
+    std::printf("work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
+                "re-projected\n",
+                (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
+                (long long)w.memoryPositions);
+    printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
+  }
   if (!references.empty()) {
     // As sacreBLEU 2.6.0 scores it with its defaults (equal on tests/golden/sacrebleu).
     std::FILE *to = cl.has("data") ? stdout : stderr;

@@ -337,13 +337,15 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   // sentence finishes (in groups, so `encode` runs on several sentences at once), so the rows
   // of decode_step stay near slots x beam instead of shrinking as a batch's sentences finish.
   const int64_t slots = o.maxSentences > 0 ? std::min(o.maxSentences, N) : N;
+  // Refill when an eighth of the slots is free: measured on test_2016 (small, batch 32, thresholds
+  // 1, 4, 8, 16, 32 slots, 3 rounds each) the differences were within the machine's noise.
   const int64_t refillAt = continuous ? std::max<int64_t>(1, slots / 8) : slots;
   TFMRT_RETURN_IF_ERROR(decoder_->reserve(slots, maxSource, slots * K, maxSteps));
   std::vector<int32_t> freeSlots(static_cast<size_t>(slots));
   std::iota(freeSlots.rbegin(), freeSlots.rend(), 0);  // popped from the back: lowest first
   std::vector<int64_t> inFlight;                       // sentences being decoded, in admission order
   std::vector<int32_t> slotOf(static_cast<size_t>(N), -1);
-  int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0;
+  int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0, admittedLength = 0;
 
   std::vector<int32_t> rowSlot, parents, positions, admitted;
   std::vector<const std::vector<int32_t> *> prefixes;
@@ -383,6 +385,8 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         }
         inFlightLongest = longest;
         TFMRT_RETURN_IF_ERROR(decoder_->admit(Tensor::i32({n, S}, batchIds), admittedSlots));
+        work_.encodedPositions += n * S;
+        admittedLength = S;  // the padded source length of the last admitted batch
       }
     }
     if (inFlight.empty()) break;
@@ -421,6 +425,13 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     const Tensor *logits = nullptr;
     TFMRT_RETURN_IF_ERROR(decoder_->step(positions, rowSlot, parents, prefixes, logits));
     ++steps_;
+    work_.rows += R;
+    if (decoder_->normalised()) {  // decode_step: one position per row
+      work_.decoderPositions += R;
+    } else {  // decode: every row's whole prefix, and its memory re-projected
+      work_.decoderPositions += R * (int64_t(positions[0]) + 1);
+      work_.memoryPositions += R * admittedLength;
+    }
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
     if (V < 3) return tfmrt::invalidArgument("the target vocabulary needs more than padding and BOS to search over");

@@ -289,6 +289,31 @@ TEST(CachedDecoding, BeamSameWithAndWithoutCache) {
       std::vector<std::vector<tfmdata::Hypothesis>> a, b;
       { auto st = cached->translate(sources, a); ASSERT_TRUE(st.ok()) << st.message(); }
       ASSERT_TRUE(full->translate(sources, b).ok());
+      // The same search, so the same rows; the full-prefix decoder computes every prefix again.
+      EXPECT_EQ(cached->work().rows, full->work().rows);
+      EXPECT_EQ(cached->work().decoderPositions, cached->work().rows);
+      EXPECT_GT(full->work().decoderPositions, full->work().rows);
+      EXPECT_GT(full->work().memoryPositions, 0);
+      // Continuous batching (one or two sentences in flight, refilled as they finish) and the
+      // full-prefix decoder a batch at a time: the same hypotheses and scores.
+      for (int64_t inFlight : {1, 2}) {
+        for (bool cache : {true, false}) {
+          o.useCache = cache;
+          o.maxSentences = inFlight;
+          std::unique_ptr<tfmdata::Translator> t;
+          ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+          std::vector<std::vector<tfmdata::Hypothesis>> c;
+          ASSERT_TRUE(t->translate(sources, c).ok());
+          ASSERT_EQ(c.size(), a.size());
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_EQ(c[i].size(), a[i].size());
+            for (size_t k = 0; k < a[i].size(); ++k) {
+              EXPECT_EQ(c[i][k].tokens, a[i][k].tokens) << "in flight " << inFlight << " cache " << cache;
+              EXPECT_NEAR(c[i][k].score, a[i][k].score, 1e-5);
+            }
+          }
+        }
+      }
       for (size_t i = 0; i < sources.size(); ++i) {
         ASSERT_EQ(a[i].size(), b[i].size());
         ASSERT_FALSE(a[i].empty());

@@ -67,6 +67,14 @@ public:
                           const std::function<void(size_t)> &progress = {});
   const SearchOptions &options() const { return options_; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
+  // Work done so far, for FLOP estimates (--profile): source positions encoded (padding
+  // included), decoder rows summed over calls, and decoder positions computed (the cached decoder
+  // one per row; the full-prefix decoder the whole prefix of every row, and it also re-projects
+  // the memory for cross-attention: memoryPositions).
+  struct Work {
+    int64_t encodedPositions = 0, rows = 0, decoderPositions = 0, memoryPositions = 0;
+  };
+  const Work &work() const { return work_; }
 
   struct Decoder;
 
@@ -82,6 +90,7 @@ private:
   SearchOptions options_;
   std::unique_ptr<Decoder> decoder_;
   int64_t steps_ = 0;
+  Work work_;
   // Scratch reused across steps.
   std::vector<Candidate> cand_;
   std::vector<int32_t> order_;
