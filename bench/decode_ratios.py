@@ -8,6 +8,9 @@ time, sentences/s, BLEU, the speed-up and the load average.
       [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] \
       [--bf16-model small-x-bf16.tfmx]
 
+Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work counts and the
+spec's dims, --spec) and so the bound on the speed-up if both ran their GEMMs at the same rate.
+
 With --bf16-model (the same spec compiled with --precision=bf16), every round also translates
 with it (cached) and the bf16 / f32 speed-up and both BLEU scores are printed.
 """
@@ -42,6 +45,38 @@ def translate(args, beam, cache, out, model=None):
     return secs, calls, bleu
 
 
+def work(args, beam, cache, out):
+    """The decoder's work counts of one (untimed) --profile run."""
+    cmd = [args.tfmc, "translate", args.model, "--checkpoint", args.checkpoint, "--tokenizer", args.tokenizer,
+           "--data", args.data, "--split", args.split, "--beam", str(beam), "--output", out, "--profile"]
+    if not cache:
+        cmd.append("--no-cache")
+    text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"work: (\d+) source positions encoded, (\d+) decoder rows, (\d+) decoder positions, "
+                  r"(\d+) memory positions", text)
+    return [int(x) for x in m.groups()]
+
+
+def spec_dims(path):
+    dims = {}
+    for key in ("d_model", "d_ff", "encoder_layers", "decoder_layers", "tgt_vocab_size"):
+        m = re.search(r"^\s*" + key + r":\s*(\d+)", open(path, encoding="utf-8").read(), re.M)
+        dims[key] = int(m.group(1))
+    return dims
+
+
+def gemm_macs(dims, counts):
+    """GEMM multiply-adds of a run from its work counts: encoder layers and the cross-attention
+    K/V projections per source position; per decoder position the decoder layers' projections
+    (self Q/K/V and output, cross Q and output) and FFN; the vocabulary per row; the full-prefix
+    decoder also re-projects the memory's cross K/V per memory position. Attention's own products
+    are left out (under 1 % here)."""
+    d, ff, E, L, V = (dims[k] for k in ("d_model", "d_ff", "encoder_layers", "decoder_layers", "tgt_vocab_size"))
+    encoded, rows, positions, memory = counts
+    return (encoded * (E * (4 * d * d + 2 * d * ff) + L * 2 * d * d) + positions * L * (6 * d * d + 2 * d * ff)
+            + rows * d * V + memory * L * 2 * d * d)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tfmc", default=os.path.join(ROOT, "build", "bin", "tfmc"))
@@ -54,6 +89,8 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--bf16-model", default="")
+    p.add_argument("--spec", default=os.path.join(ROOT, "models", "small.yaml"),
+                   help="the model's spec, for the FLOP bound")
     args = p.parse_args()
     print(f"load average at start: {loadavg()}")
     rows = []
@@ -78,6 +115,11 @@ def main():
                   f"full prefix {f:.2f} s ({n / f:.0f} sentences/s), speed-up {f / c:.2f}x; "
                   f"BLEU {info[True][1]:.2f} / {info[False][1]:.2f}; translations "
                   f"{'identical' if same else 'DIFFERENT'} ({n} sentences); rounds {times[True]} vs {times[False]}")
+            dims = spec_dims(args.spec)
+            mc, mf = (gemm_macs(dims, work(args, beam, c, os.path.join(tmp, "w.txt"))) for c in (True, False))
+            print(f"beam {beam}: GEMM work cached {2 * mc / 1e9:.1f} GFLOP, full prefix {2 * mf / 1e9:.1f} GFLOP: "
+                  f"bound on the speed-up at equal GEMM rates {mf / mc:.2f}x; rates cached {2 * mc / c / 1e9:.0f}, "
+                  f"full prefix {2 * mf / f / 1e9:.0f} GFLOP/s")
             if args.bf16_model:
                 b = statistics.median(times["bf16"])
                 changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))
