@@ -127,9 +127,10 @@ struct SlotBuffers {
     values.resize(count);
     for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, D});
   }
-  // Row i of srcBatch [n, S] and of each encoded [n, S, D] into slot slots[i].
-  void store(const Tensor &srcBatch, const std::vector<Tensor> &encoded, size_t first,
-             const std::vector<int32_t> &slots, int32_t pad) {
+  // Row i of srcBatch [n, S] and of each cross K/V [n, S, D] (encode's outputs after the
+  // memory) into slot slots[i].
+  void store(const Tensor &srcBatch, const std::vector<Tensor> &encoded, const std::vector<int32_t> &slots,
+             int32_t pad) {
     const int64_t n = srcBatch.shape[0], S = srcBatch.shape[1], Smax = src.shape[1];
     for (int64_t i = 0; i < n; ++i) {
       int32_t *row = src.data<int32_t>() + int64_t(slots[size_t(i)]) * Smax;
@@ -138,7 +139,7 @@ struct SlotBuffers {
       for (size_t v = 0; v < values.size(); ++v) {
         const int64_t D = values[v].shape[2];
         float *slot = values[v].data<float>() + int64_t(slots[size_t(i)]) * Smax * D;
-        std::memcpy(slot, encoded[first + v].data<float>() + i * S * D, size_t(S * D) * sizeof(float));
+        std::memcpy(slot, encoded[1 + v].data<float>() + i * S * D, size_t(S * D) * sizeof(float));
         std::fill(slot + S * D, slot + Smax * D, 0.f);  // masked, but never stale (0 * NaN)
       }
     }
@@ -169,7 +170,7 @@ public:
       buffers_.reserve(slots_, maxSource_, pad_, encoded_.size() - 1, encoded_[0].shape[2]);
       reserved_ = true;
     }
-    buffers_.store(src, encoded_, 1, slots, pad_);
+    buffers_.store(src, encoded_, slots, pad_);
     return Status::OK();
   }
   Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
