@@ -4,7 +4,9 @@
 
 Runs the command once uninterrupted (STEPS steps, --checkpoint WORKDIR/ref). Then trains the
 same STEPS with --checkpoint-every 1 into WORKDIR/ck, killing the process with SIGKILL after a
-random delay KILLS times (a fixed seed); each restart resumes from WORKDIR/ck, which must load
+random delay KILLS times (a fixed seed; every fourth kill waits instead until a checkpoint write
+has put bytes into WORKDIR/ck.tmp, so some kills land mid-write on any machine, however fast its
+disk); each restart resumes from WORKDIR/ck, which must load
 (a corrupt or missing-but-expected checkpoint fails the resume). Finally the run completes and
 its checkpoint must equal the uninterrupted one byte for byte. Prints the counts FileCheck reads.
 """
@@ -23,6 +25,26 @@ def checkpoint_step(path):
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
     return int(header["__metadata__"]["step"])
+
+
+def tmp_state(path):
+    """(inode, mtime, size) of the writer's temporary file, or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def wait_for_write(proc, tmp, before, timeout):
+    """Busy-waits until a checkpoint write (not the start-up probe, which leaves the file empty)
+    has begun since `before`; False if the process ended or the timeout passed first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        now = tmp_state(tmp)
+        if now is not None and now != before and now[2] > 0:
+            return True
+    return False
 
 
 def main():
@@ -55,14 +77,23 @@ def main():
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         restarts += 1
         if killed < kills:
-            delay = rng.uniform(0.0, window)
-            try:
-                proc.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
+            tmp = ck + ".tmp"
+            before = tmp_state(tmp)
+            if killed % 4 == 3:
+                hit = wait_for_write(proc, tmp, before, timeout=60.0)
+            else:
+                delay = rng.uniform(0.0, window)
+                try:
+                    proc.wait(timeout=delay)
+                    hit = False
+                except subprocess.TimeoutExpired:
+                    hit = True
+            if hit:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 killed += 1
-                during_write += os.path.exists(ck + ".tmp")
+                after = tmp_state(tmp)
+                during_write += after is not None and after != before and after[2] > 0
                 continue
         err = proc.communicate()[1]
         if proc.returncode != 0:
