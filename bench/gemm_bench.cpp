@@ -10,6 +10,7 @@
 // output, cross query, cross output, FFN in, FFN out; then the vocabulary), so 19 MB of weights
 // cycle through the caches as in translation, unlike the single-shape rows whose one weight stays
 // hot.
+// panel_bf16 rows: the same products compiled for bf16 (weight_layout packed_bf16).
 // Compare the "panel" and "onednn" rows of one run only (machine noise: see README).
 #include <cstdint>
 #include <cstdlib>
@@ -68,11 +69,11 @@ std::unique_ptr<tfmrt::Model> loadAndWarm(benchmark::State &state, const tfmrt::
   return nullptr;
 }
 
-void runGemm(benchmark::State &state, const GemmShape &s, bool panel) {
+void runGemm(benchmark::State &state, const GemmShape &s, bool panel, const char *layout) {
   const int64_t m = state.range(0);
   bench::Builder f("gemm", "gemm_bench");
   const uint32_t x = f.input("x", DType::F32, {-1, s.k});
-  std::map<std::string, AttrValue> attrs{{"weight_layout", AttrValue::ofString("packed")}};
+  std::map<std::string, AttrValue> attrs{{"weight_layout", AttrValue::ofString(layout)}};
   uint32_t y;
   std::map<std::string, tfmrt::Tensor> weights{{"w", randomTensor({s.n, s.k}, 1)}};
   if (s.linear) {
@@ -98,7 +99,7 @@ void runGemm(benchmark::State &state, const GemmShape &s, bool panel) {
       benchmark::Counter(2.0 * double(m) * double(s.k) * double(s.n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void runDecoderStep(benchmark::State &state, bool panel) {
+void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
   const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
   bench::Builder f("decoder_step", "gemm_bench");
   std::map<std::string, tfmrt::Tensor> weights;
@@ -106,7 +107,7 @@ void runDecoderStep(benchmark::State &state, bool panel) {
     weights[name] = randomTensor(shape, weights.size() + 1);
     return f.param(name, shape);
   };
-  const std::map<std::string, AttrValue> packed{{"weight_layout", AttrValue::ofString("packed")}};
+  const std::map<std::string, AttrValue> packed{{"weight_layout", AttrValue::ofString(layout)}};
   auto relu = packed;
   relu["activation"] = AttrValue::ofString("relu");
   auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
@@ -138,9 +139,12 @@ void runDecoderStep(benchmark::State &state, bool panel) {
 }
 
 const int kRegistered = [] {
-  for (bool panel : {true, false})
-    benchmark::RegisterBenchmark(panel ? "decoder_step/panel" : "decoder_step/onednn",
-                                 [panel](benchmark::State &st) { runDecoderStep(st, panel); })
+  // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM.
+  for (int variant = 0; variant < 3; ++variant)
+    benchmark::RegisterBenchmark(variant == 0 ? "decoder_step/panel" : variant == 1 ? "decoder_step/onednn" : "decoder_step/panel_bf16",
+                                 [variant](benchmark::State &st) {
+                                   runDecoderStep(st, variant != 1, variant == 2 ? "packed_bf16" : "packed");
+                                 })
         ->ArgName("M")
         ->Arg(1)
         ->Arg(8)
@@ -148,9 +152,10 @@ const int kRegistered = [] {
         ->Arg(128)
         ->Unit(benchmark::kMicrosecond);
   for (const GemmShape &s : kShapes)
-    for (bool panel : {true, false})
-      benchmark::RegisterBenchmark((std::string(s.name) + (panel ? "/panel" : "/onednn")).c_str(),
-                                   [&s, panel](benchmark::State &st) { runGemm(st, s, panel); })
+    for (int variant = 0; variant < 3; ++variant)
+      benchmark::RegisterBenchmark(
+          (std::string(s.name) + (variant == 0 ? "/panel" : variant == 1 ? "/onednn" : "/panel_bf16")).c_str(),
+          [&s, variant](benchmark::State &st) { runGemm(st, s, variant != 1, variant == 2 ? "packed_bf16" : "packed"); })
           ->ArgName("M")
           ->Arg(1)
           ->Arg(8)

@@ -176,9 +176,10 @@ Session &Model::defaultSession() { return *impl_->session; }
 
 std::vector<KernelProfile> Model::profile() const {
   std::vector<KernelProfile> out;
-  for (const auto &[name, entry] : impl_->profile) {
+  for (const auto &[key, entry] : impl_->profile) {
     out.push_back(entry);
-    out.back().kernel = name;
+    out.back().entry = key.first;
+    out.back().kernel = key.second;
   }
   std::sort(out.begin(), out.end(), [](const KernelProfile &a, const KernelProfile &b) { return a.millis > b.millis; });
   return out;

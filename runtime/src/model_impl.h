@@ -82,7 +82,7 @@ struct Model::Impl {
   bool hasWeights = false;
   uint64_t weightsVersion = 0;
   std::vector<EntryState> entries;
-  std::map<std::string, KernelProfile> profile;  // by kernel name, under options.profile
+  std::map<std::pair<std::string, std::string>, KernelProfile> profile;  // by entry and kernel name, under options.profile
   std::unique_ptr<Session> session;  // the one Model::run uses
   // Serialises calls of all sessions and weight changes: kernels keep per-call members (bound
   // operands, lazily created primitives), so sessions on several threads are safe but take turns.

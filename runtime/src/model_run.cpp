@@ -191,7 +191,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
     const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = state->kernels[i]->run(args);
     if (profiling) {
-      KernelProfile &entry = m.profile[state->kernels[i]->name()];
+      KernelProfile &entry = m.profile[{fn.name, state->kernels[i]->name()}];
       entry.calls += 1;
       entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }

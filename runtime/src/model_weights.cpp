@@ -154,7 +154,7 @@ Status Model::Impl::evaluateWeightDerived() {
       const auto start = std::chrono::steady_clock::now();
       Status s = state.kernels[i]->run(argsOf(fn.nodes[i]));
       if (options.profile) {
-        KernelProfile &entry = profile[cat(state.kernels[i]->name(), " (weights)")];
+        KernelProfile &entry = profile[{fn.name, cat(state.kernels[i]->name(), " (weights)")}];
         entry.calls += 1;
         entry.millis += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       }

@@ -333,6 +333,9 @@ int translateCommand(const CommandLine &cl) {
                 "re-projected\n",
                 (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
                 (long long)w.memoryPositions);
+    std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
+                w.admitSeconds, w.stepSeconds, w.searchSeconds,
+                secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
     printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
   }
   if (!references.empty()) {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,9 @@ namespace {
 
 using tfmrt::Status;
 using tfmrt::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 double lengthPenalty(size_t length, double alpha) { return std::pow((5.0 + double(length)) / 6.0, alpha); }
 
@@ -385,7 +389,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
           inFlight.push_back(admitted[size_t(i)]);
         }
         inFlightLongest = longest;
+        const auto t0 = Clock::now();
         TFMRT_RETURN_IF_ERROR(decoder_->admit(Tensor::i32({n, S}, batchIds), admittedSlots));
+        work_.admitSeconds += secondsSince(t0);
         work_.encodedPositions += n * S;
         admittedLength = S;  // the padded source length of the last admitted batch
       }
@@ -424,7 +430,10 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         }
       }
     const Tensor *logits = nullptr;
+    const auto stepStart = Clock::now();
     TFMRT_RETURN_IF_ERROR(decoder_->step(positions, rowSlot, parents, prefixes, logits));
+    const auto searchStart = Clock::now();
+    work_.stepSeconds += std::chrono::duration<double>(searchStart - stepStart).count();
     ++steps_;
     work_.rows += R;
     if (decoder_->normalised()) {  // decode_step: one position per row
@@ -541,6 +550,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       out[size_t(n)] = std::move(f);
       ++finishedCount;
     }
+    work_.searchSeconds += secondsSince(searchStart);
     if (kept != inFlight.size()) {
       inFlight.resize(kept);
       // Lowest free slot first, so a non-continuous decoder's slots match its batch rows.

@@ -45,8 +45,9 @@ struct RuntimeOptions {
   bool few_rows_gemm = true;
 };
 
-// Accumulated kernel time of one op kind under RuntimeOptions::profile.
+// Accumulated kernel time of one op kind in one entry under RuntimeOptions::profile.
 struct KernelProfile {
+  std::string entry;   // e.g. "encode", "decode_step"
   std::string kernel;  // e.g. "dnnl.linear.packed"; "<kernel> (weights)" for weight-set-time evaluation
   int64_t calls = 0;
   double millis = 0;

@@ -73,6 +73,9 @@ public:
   // the memory for cross-attention: memoryPositions).
   struct Work {
     int64_t encodedPositions = 0, rows = 0, decoderPositions = 0, memoryPositions = 0;
+    // Wall time in the decoder's admissions (encode and the slot copies), in its steps, and in
+    // the search between steps (scoring rows, extending and finishing hypotheses).
+    double admitSeconds = 0, stepSeconds = 0, searchSeconds = 0;
   };
   const Work &work() const { return work_; }
 
