@@ -56,7 +56,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CachedAttentionTest,
                          ::testing::Values(StepCase{1, 1, 1, 0, 1, 16, 0},     // the first position
                                            StepCase{5, 7, 9, 8, 2, 8, 3},      // portable path, q offset
                                            StepCase{16, 16, 40, 37, 8, 64, 0},  // parallel, AVX-512
-                                           StepCase{3, 8, 130, 129, 4, 64, 64}));
+                                           StepCase{3, 8, 130, 129, 4, 64, 64},
+                                           // head_dim 64 on AVX-512 runs all heads of a row at once:
+                                           // one key, 16 keys, a partial block of 16, 5 heads (a
+                                           // pass of 4 and one of 1 over V), 8 heads (base)
+                                           StepCase{2, 2, 1, 0, 4, 64, 0}, StepCase{2, 3, 16, 15, 4, 64, 0},
+                                           StepCase{4, 4, 50, 20, 5, 64, 7}, StepCase{3, 3, 33, 32, 8, 64, 0}));
 
 // Continuous batching: rows at different positions (step [R]). Fast matches reference, and
 // each row equals that row alone at its own scalar step.
@@ -115,6 +120,31 @@ TEST(GatheredAttention, FastMatchesReference) {
   Tensor out = op.run(KernelBackend::Dnnl);
   for (int64_t r : {3, 6, 7})  // rows of the fully masked sentence are zeros
     for (int64_t j = 0; j < D; ++j) EXPECT_EQ(out.data<float>()[r * D + j], 0.0f);
+}
+
+// Memory of 40 positions (several blocks of 16 keys) with masked keys inside a block, a fully
+// masked block, and NaN in the values and keys of masked positions (stale slots): masked keys
+// must be skipped, not weighted by 0.
+TEST(GatheredAttention, FastMatchesReferenceAcrossKeyBlocksWithStaleMaskedKeys) {
+  const int64_t R = 5, N = 2, S = 40, H = 8, dk = 64, D = H * dk;
+  Tensor q = randomF32({R, 1, D}, 14), k = randomF32({N, S, D}, 15), v = randomF32({N, S, D}, 16);
+  std::vector<uint8_t> keepBits(size_t(N * S), 1);
+  for (int64_t s : {3, 17, 18, 39}) keepBits[size_t(s)] = 0;  // sentence 0: holes
+  for (int64_t s = 16; s < S; ++s) keepBits[size_t(S + s)] = 0;  // sentence 1: 16 keys
+  for (int64_t i = 0; i < N * S; ++i)
+    if (!keepBits[size_t(i)])
+      for (int64_t j = 0; j < D; ++j) k.data<float>()[i * D + j] = v.data<float>()[i * D + j] = std::nanf("");
+  Tensor keep = Tensor::boolean({N, S}, keepBits);
+  Tensor rows = Tensor::i32({R}, {1, 0, 0, 1, 1});
+  Attrs attrs = stepAttrs(H, dk);
+  attrs["k_offset"] = AttrValue::ofInt(0);
+  attrs["v_offset"] = AttrValue::ofInt(0);
+  SingleOp op("tfm.gathered_attention", {{q}, {k}, {v}, {keep}, {rows}}, attrs);
+  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  op.compare(avx ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable", 1e-5, 1e-4);
+  Tensor out = op.run(KernelBackend::Dnnl);
+  for (int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i])) << i;
 }
 
 TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {

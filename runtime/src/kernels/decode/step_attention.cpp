@@ -1,6 +1,7 @@
 // Fast one-query-row attention kernels for decode_step, tested against the reference kernels
-// (kernels/reference/decode.cpp). Work items are (row, head) pairs; each thread keeps its scores
-// in the plan's scratch.
+// (kernels/reference/decode.cpp). Work items are rows (head_dim 64 on AVX-512: all heads of a row
+// at once, each key and value row read once, in order) or else (row, head) pairs; each thread
+// keeps its scores in the plan's scratch.
 #include <omp.h>
 
 #include <algorithm>
@@ -27,17 +28,34 @@ public:
     attrs_.read(*info.node, gathered_);
     avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
     attend_ = avx512_ ? decode::attendAvx512 : decode::attendReference;
+    allHeads_ = avx512_ && attrs_.headDim == 64 && attrs_.heads <= 64;
     return Status::OK();
   }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
-    return size_t(std::max(threads, 1)) * size_t((*in[1])[1] + 16) * sizeof(float);  // keys per row
+    return size_t(std::max(threads, 1)) * size_t(scoresPerThread((*in[1])[1])) * sizeof(float);  // keys per row
   }
 
 protected:
+  int64_t scoresPerThread(int64_t keys) const { return (allHeads_ ? attrs_.heads : 1) * (keys + 16); }
+
+  // All heads of each row (allHeads_); `site(r, ...)` runs one row.
+  template <typename Site>
+  Status runRows(const KernelArgs &a, int64_t R, int64_t keys, Site site) {
+    const int64_t stride = scoresPerThread(keys);
+    const int threads = omp_get_max_threads();
+    if (size_t(threads) * size_t(stride) * sizeof(float) > a.scratchBytes)
+      return internalError("step attention: scratch too small");
+    float *scratch = static_cast<float *>(a.scratch);
+    const int64_t work = R * attrs_.heads * keys * attrs_.headDim;
+#pragma omp parallel for schedule(static) if (work >= kParallelMinElements)
+    for (int64_t r = 0; r < R; ++r) site(r, scratch + int64_t(omp_get_thread_num()) * stride);
+    return Status::OK();
+  }
+
   // Runs rows x heads pairs; `site(r, h, ...)` gives the operands of one pair.
   template <typename Site>
   Status runPairs(const KernelArgs &a, int64_t R, int64_t keys, Site site) {
-    const int64_t pairs = R * attrs_.heads, stride = keys + 16;
+    const int64_t pairs = R * attrs_.heads, stride = scoresPerThread(keys);
     const int threads = omp_get_max_threads();
     if (size_t(threads) * size_t(stride) * sizeof(float) > a.scratchBytes)
       return internalError("step attention: scratch too small");
@@ -53,6 +71,7 @@ protected:
 
   decode::StepAttentionAttrs attrs_;
   AttendFn attend_ = decode::attendReference;
+  bool allHeads_ = false;
 
 private:
   bool gathered_;
@@ -71,6 +90,11 @@ public:
     for (int64_t r = 0; r < (steps.perRow ? R : 1); ++r) keys = std::max(keys, steps.at(r) + 1);
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
+    if (allHeads_)
+      return runRows(a, R, keys, [&](int64_t r, float *scores) {
+        decode::attendAllHeads64Avx512(q + r * Wq + attrs_.qOffset, k + r * Tc * D, D, v + r * Tc * D, D, nullptr,
+                                       steps.at(r) + 1, H, attrs_.scale, scores, y + r * H * dk);
+      });
     return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
       attend_(q + r * Wq + attrs_.qOffset + h * dk, k + r * Tc * D + h * dk, D, v + r * Tc * D + h * dk, D, nullptr,
               steps.at(r) + 1, dk, attrs_.scale, scores, y + (r * H + h) * dk);
@@ -90,6 +114,13 @@ public:
     const uint8_t *keep = a.inputs[3].as<uint8_t>();
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
+    if (allHeads_)
+      return runRows(a, R, S, [&](int64_t r, float *scores) {
+        const int64_t n = rows[r];
+        decode::attendAllHeads64Avx512(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk,
+                                       v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, S, H, attrs_.scale, scores,
+                                       y + r * H * dk);
+      });
     return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
       const int64_t n = rows[r];
       attend_(q + r * Wq + attrs_.qOffset + h * dk, k + n * S * Wk + attrs_.kOffset + h * dk, Wk,

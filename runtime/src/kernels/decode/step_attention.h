@@ -15,6 +15,11 @@ namespace decode {
 // own TU compiled for AVX-512 and entered only after a run-time CPU check.
 void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                   const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out);
+// Every head of one query row at once, head_dim 64 (small and base), heads <= 64: q holds the
+// heads side by side, key p's heads at k + p * kStride + h * 64 (likewise v), so each key and
+// value row is read once, in order. `scores` holds heads x round_up(n, 16) floats; out heads x 64.
+void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                            const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
 }  // namespace decode
 
 }  // namespace tfmrt

@@ -21,7 +21,104 @@ constexpr float kLog2e = 1.44269504088896340736f;
 
 using avx512::exp2v;
 
+// Lane j of the result = the sum of the 16 lanes of v[j]: 16 dot products finished together
+// (45 shuffles and adds instead of 16 horizontal sums of ~8 dependent operations each).
+inline __m512 transposeSum16(const __m512 *v) {
+  __m512 x[8], y[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3] of v[2i], v[2i+1]
+    x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: the lane sums of v[4i .. 4i+3]
+    const __m512d a = _mm512_castps_pd(x[2 * i]), b = _mm512_castps_pd(x[2 * i + 1]);
+    y[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 z0 = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xDD));
+  const __m512 z1 = _mm512_add_ps(_mm512_shuffle_f32x4(y[2], y[3], 0x88), _mm512_shuffle_f32x4(y[2], y[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, 0x88), _mm512_shuffle_f32x4(z0, z1, 0xDD));
+}
+
 }  // namespace
+
+void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                            const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  constexpr int64_t dk = 64;
+  const int64_t nPad = (n + 15) / 16 * 16;
+  const float kMinusInf = -__builtin_inff();
+  // Scores, 16 keys x one head at a time: each key row is read in order (all heads of a key
+  // are adjacent), masked and past-the-end lanes get -inf; keys past n read key 0 instead.
+  __m512 maxes[64];  // per head (heads <= 64: checked by the caller)
+  for (int64_t h = 0; h < heads; ++h) maxes[h] = _mm512_set1_ps(kMinusInf);
+  bool any = false;
+  for (int64_t p0 = 0; p0 < n; p0 += 16) {
+    const int count = n - p0 >= 16 ? 16 : int(n - p0);
+    __mmask16 live = count == 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
+    if (keep)
+      for (int j = 0; j < count; ++j)
+        if (!keep[p0 + j]) live &= __mmask16(~(1u << j));
+    if (!live) {
+      for (int64_t h = 0; h < heads; ++h) _mm512_storeu_ps(scores + h * nPad + p0, _mm512_set1_ps(kMinusInf));
+      continue;
+    }
+    any = true;
+    const float *rows[16];
+    for (int j = 0; j < 16; ++j) rows[j] = k + (p0 + (j < count ? j : 0)) * kStride;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *qh = q + h * dk;
+      const __m512 q0 = _mm512_loadu_ps(qh), q1 = _mm512_loadu_ps(qh + 16), q2 = _mm512_loadu_ps(qh + 32),
+                   q3 = _mm512_loadu_ps(qh + 48);
+      __m512 acc[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const float *kr = rows[j] + h * dk;
+        __m512 a = _mm512_mul_ps(q0, _mm512_loadu_ps(kr));
+        a = _mm512_fmadd_ps(q1, _mm512_loadu_ps(kr + 16), a);
+        a = _mm512_fmadd_ps(q2, _mm512_loadu_ps(kr + 32), a);
+        acc[j] = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kr + 48), a);
+      }
+      const __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(kMinusInf), live, transposeSum16(acc), _mm512_set1_ps(scale));
+      _mm512_storeu_ps(scores + h * nPad + p0, s);
+      maxes[h] = _mm512_max_ps(maxes[h], s);
+    }
+  }
+  for (int64_t j = 0; j < heads * dk; j += 16) _mm512_storeu_ps(out + j, _mm512_setzero_ps());
+  if (!any) return;  // a fully masked row gives zeros
+  // Softmax numerators per head (masked keys: exactly 0) and the reciprocal of their sum.
+  float inv[64];
+  const __m512 l2e = _mm512_set1_ps(kLog2e);
+  for (int64_t h = 0; h < heads; ++h) {
+    const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(maxes[h]) * kLog2e);
+    __m512 sums = _mm512_setzero_ps();
+    float *sh = scores + h * nPad;
+    for (int64_t p = 0; p < nPad; p += 16) {
+      const __m512 e = exp2v(_mm512_fmsub_ps(_mm512_loadu_ps(sh + p), l2e, shift));
+      _mm512_storeu_ps(sh + p, e);
+      sums = _mm512_add_ps(sums, e);
+    }
+    inv[h] = 1.0f / _mm512_reduce_add_ps(sums);
+  }
+  // out = sum_p w_p V[p]: four heads (256 columns, 16 accumulators) per pass over the kept keys,
+  // each V row read in order. Masked keys are skipped, not weighted by 0 (a stale V may be NaN).
+  for (int64_t h0 = 0; h0 < heads; h0 += 4) {
+    const int hc = heads - h0 >= 4 ? 4 : int(heads - h0);
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < n; ++p) {
+      if (keep && !keep[p]) continue;
+      const float *vp = v + p * vStride + h0 * dk;
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        if (g >= hc) break;
+        const __m512 w = _mm512_set1_ps(scores[(h0 + g) * nPad + p]);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) acc[4 * g + c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 64 * g + 16 * c), acc[4 * g + c]);
+      }
+    }
+    for (int g = 0; g < hc; ++g) {
+      const __m512 scaleBy = _mm512_set1_ps(inv[h0 + g]);
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + (h0 + g) * dk + 16 * c, _mm512_mul_ps(acc[4 * g + c], scaleBy));
+    }
+  }
+}
 
 void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                   const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out) {
