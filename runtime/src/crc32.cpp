@@ -1,26 +1,45 @@
 #include "crc32.h"
 
 #include <array>
+#include <cstring>
 
 namespace tfmrt {
 namespace {
 
-std::array<uint32_t, 256> makeTable() {
-  std::array<uint32_t, 256> table{};
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the 8-byte step reads little-endian words");
+
+// Slicing-by-8: table[k][b] is the CRC of byte b followed by k zero bytes, so eight input bytes
+// are folded per step with eight independent lookups (byte at a time: ~350 MB/s here, most of
+// a checkpoint load's time).
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+
+Tables makeTables() {
+  Tables t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
+    t[0][i] = c;
   }
-  return table;
+  for (uint32_t i = 0; i < 256; ++i)
+    for (int k = 1; k < 8; ++k) t[size_t(k)][i] = (t[size_t(k) - 1][i] >> 8) ^ t[0][t[size_t(k) - 1][i] & 0xFFu];
+  return t;
 }
 
 }  // namespace
 
 uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = makeTable();
+  static const Tables t = makeTables();
   crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFFu] ^ (crc >> 8);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint32_t lo, hi;  // little-endian words (x86)
+    std::memcpy(&lo, data + i, 4);
+    std::memcpy(&hi, data + i + 4, 4);
+    lo ^= crc;
+    crc = t[7][lo & 0xFFu] ^ t[6][(lo >> 8) & 0xFFu] ^ t[5][(lo >> 16) & 0xFFu] ^ t[4][lo >> 24] ^
+          t[3][hi & 0xFFu] ^ t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
+  }
+  for (; i < size; ++i) crc = t[0][(crc ^ data[i]) & 0xFFu] ^ (crc >> 8);
   return ~crc;
 }
 

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +25,32 @@ Status readFileBytes(const std::string &path, const char *what, std::vector<uint
   std::fclose(f);
   if (err || got != bytes.size())
     return ioError(cat("failed reading ", what, " '", path, "' (read ", got, " of ", bytes.size(), " bytes)"));
+  return Status::OK();
+}
+
+FileView::~FileView() {
+  if (mapped_) ::munmap(mapped_, size_);
+}
+
+Status FileView::open(const std::string &path, const char *what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return ioError(cat("cannot read ", what, " '", path, "': not a regular file"));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
+  struct stat fst;
+  void *p = MAP_FAILED;
+  if (::fstat(fd, &fst) == 0 && fst.st_size > 0)
+    p = ::mmap(nullptr, size_t(fst.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (p != MAP_FAILED) {
+    mapped_ = static_cast<uint8_t *>(p);
+    size_ = size_t(fst.st_size);
+    return Status::OK();
+  }
+  TFMRT_RETURN_IF_ERROR(readFileBytes(path, what, copy_));  // empty, or a file that cannot be mapped
+  size_ = copy_.size();
   return Status::OK();
 }
 

@@ -145,7 +145,7 @@ Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, Me
     size_t elemSize = 0;
     DType dtype = DType::F32;
     fileDtype(e.dtype, elemSize, dtype);  // validated above
-    Tensor t(dtype, e.shape);
+    Tensor t = Tensor::uninitialized(dtype, e.shape);  // every element is written below
     const uint8_t *src8 = section + e.begin;
     if (e.dtype == "I64") {
       int32_t *dst = t.data<int32_t>();
@@ -219,9 +219,9 @@ Status serializeSafetensors(const TensorMap &tensors, const MetadataMap &metadat
 }
 
 Status readSafetensors(const std::string &path, TensorMap &tensors, MetadataMap *metadata) {
-  std::vector<uint8_t> bytes;
-  TFMRT_RETURN_IF_ERROR(readFileBytes(path, "safetensors file", bytes));
-  return parseSafetensors(bytes.data(), bytes.size(), tensors, metadata, path);
+  FileView file;
+  TFMRT_RETURN_IF_ERROR(file.open(path, "safetensors file"));
+  return parseSafetensors(file.data(), file.size(), tensors, metadata, path);
 }
 
 Status writeSafetensors(const std::string &path, const TensorMap &tensors, const MetadataMap &metadata) {

@@ -15,6 +15,17 @@ namespace tfmrt {
 namespace {
 constexpr size_t kAlign = 64;  // cache line / AVX-512 vector
 constexpr size_t kHugePage = size_t(2) << 20;  // x86-64 transparent huge page
+constexpr size_t kPopulateMin = size_t(256) << 10;
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// The whole pages inside [p, p + bytes), mapped writable in one call (see allocate()).
+void populate(void *p, size_t bytes) {
+  const uintptr_t page = 4096, begin = (uintptr_t(p) + page - 1) & ~(page - 1), end = (uintptr_t(p) + bytes) & ~(page - 1);
+  if (end > begin) (void)madvise(reinterpret_cast<void *>(begin), end - begin, MADV_POPULATE_WRITE);
+}
 // Overflow guard: larger shapes count as invalid (numel() == -1) rather than wrapping around.
 constexpr int64_t kMaxNumel = int64_t(1) << 56;
 
@@ -42,8 +53,16 @@ Tensor Tensor::largeBuffer(DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.allocate(t.nbytes(), /*hugePages=*/false, /*zero=*/false);
+  return t;
+}
+
 Tensor::Tensor(const Tensor &o) : dtype(o.dtype), shape(o.shape) {
-  allocate(o.capacity_);
+  allocate(o.capacity_, /*hugePages=*/false, /*zero=*/false);  // every byte is copied
   if (capacity_) std::memcpy(storage_, o.storage_, capacity_);
 }
 
@@ -78,7 +97,7 @@ Tensor &Tensor::operator=(Tensor &&o) noexcept {
 
 Tensor::~Tensor() { std::free(storage_); }
 
-void Tensor::allocate(size_t bytes, bool hugePages) {
+void Tensor::allocate(size_t bytes, bool hugePages, bool zero) {
   std::free(storage_);
   storage_ = nullptr;
   capacity_ = 0;
@@ -93,7 +112,11 @@ void Tensor::allocate(size_t bytes, bool hugePages) {
   void *p = std::aligned_alloc(align, rounded);
   if (!p) throw std::bad_alloc();
   if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
-  std::memset(p, 0, rounded);
+  // Map every page in one call instead of one page fault per 4 KiB on first touch: on this VM a
+  // fault costs ~10 us (a 91 MB checkpoint's tensors: ~0.25 s of faults). Advice only: older
+  // kernels refuse it (EINVAL) and the memset faults the pages in as before.
+  if (rounded >= kPopulateMin) populate(p, rounded);
+  if (zero) std::memset(p, 0, rounded);
   storage_ = static_cast<uint8_t *>(p);
   capacity_ = bytes;
 }

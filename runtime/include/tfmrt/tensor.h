@@ -35,6 +35,9 @@ struct Tensor {
   // long-lived buffers of hundreds of MB (the runtime's activation arenas), whose first touch
   // on 4 KiB pages is slow. Copies are ordinary tensors.
   static Tensor largeBuffer(DType dtype, std::vector<int64_t> shape);
+  // Storage for dtype x shape with unspecified contents: for loaders that overwrite every byte
+  // (zeroing first would touch every page twice).
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
   // bf16 from f32 values, each rounded to the nearest bf16 (ties to even).
   static Tensor bf16(std::vector<int64_t> shape, const std::vector<float> &values = {});
 
@@ -56,7 +59,7 @@ struct Tensor {
   std::string describe() const;  // "f32[2, 3]"
 
 private:
-  void allocate(size_t bytes, bool hugePages = false);
+  void allocate(size_t bytes, bool hugePages = false, bool zero = true);
   uint8_t *storage_ = nullptr;
   size_t capacity_ = 0;
 };

@@ -115,6 +115,28 @@ TEST(Crc32, KnownVector) {
   EXPECT_EQ(crc32(reinterpret_cast<const uint8_t *>(s), 9), 0xCBF43926u);
 }
 
+// The 8-bytes-at-a-time CRC against the bit-at-a-time definition: every length 0..70 at every
+// start offset 0..7 (tails, unaligned words), and chained over a split.
+TEST(Crc32, MatchesBitwiseDefinition) {
+  auto bitwise = [](const uint8_t *p, size_t n, uint32_t crc) {
+    crc = ~crc;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int k = 0; k < 8; ++k) crc = (crc & 1) ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
+    }
+    return ~crc;
+  };
+  std::vector<uint8_t> bytes(80);
+  uint32_t x = 12345;
+  for (uint8_t &b : bytes) b = uint8_t((x = x * 1103515245u + 12345u) >> 16);
+  for (size_t offset = 0; offset < 8; ++offset)
+    for (size_t n = 0; offset + n <= 78 && n <= 70; ++n) {
+      ASSERT_EQ(crc32(bytes.data() + offset, n), bitwise(bytes.data() + offset, n, 0)) << offset << " " << n;
+      ASSERT_EQ(crc32(bytes.data() + offset, n, 0xDEADBEEFu), bitwise(bytes.data() + offset, n, 0xDEADBEEFu));
+    }
+  EXPECT_EQ(crc32(bytes.data() + 29, 51, crc32(bytes.data(), 29)), crc32(bytes.data(), 80));
+}
+
 TEST(Artifact, RoundTripInMemory) {
   Artifact a = sampleArtifact();
   std::vector<uint8_t> bytes;
