@@ -149,10 +149,13 @@ TEST(GatheredAttention, FastMatchesReferenceAcrossKeyBlocksWithStaleMaskedKeys) 
 
 TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
   // Rows of 8000 (a vocabulary) and of 3; large offsets to exercise the max subtraction.
-  for (const Shape &shape : {Shape{37, 1, 8000}, Shape{5, 3}}) {
+  // Rows of 33 and 17: full vectors of 32 / 16 plus a masked tail.
+  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  for (const Shape &shape : {Shape{37, 1, 8000}, Shape{5, 3}, Shape{4, 33}, Shape{2, 17}, Shape{3, 1}}) {
     Tensor x = randomF32(shape, 21, -30.0f, 30.0f);
     SingleOp op("tfm.log_softmax", {{x}}, {});
-    op.compare("fast.log_softmax", 2e-5, 1e-5);
+    op.compare(avx ? "fast.log_softmax_avx512" : "fast.log_softmax", 2e-5, 1e-5);
     Tensor y = op.run(KernelBackend::Reference);
     const int64_t n = shape.back();
     for (int64_t r = 0; r < x.numel() / n; ++r) {

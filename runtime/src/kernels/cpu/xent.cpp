@@ -8,7 +8,9 @@
 
 #include "format.h"
 #include "kernels/fast_kernels.h"
+#include "kernels/attention/attention.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/log_softmax.h"
 #include "kernels/xent_common.h"
 #include "op_schema.h"
 
@@ -65,14 +67,25 @@ public:
   }
 };
 
-// tfm.log_softmax with the same row sums: the vocabulary-wide log-probabilities of decode_step.
+// tfm.log_softmax: the vocabulary-wide log-probabilities of decode_step. AVX-512 rows where the
+// CPU has it (log_softmax_avx512.cpp), else the cross-entropy's row sums.
 class FastLogSoftmaxKernel final : public Kernel {
 public:
-  const char *name() const override { return "fast.log_softmax"; }
+  const char *name() const override { return avx512_ ? "fast.log_softmax_avx512" : "fast.log_softmax"; }
+  Status prepare(const KernelPrepareInfo &) override {
+    avx512_ = attention::cpuHasAvx512();
+    return Status::OK();
+  }
   Status run(const KernelArgs &a) override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
+    if (n == 0) return Status::OK();
+    if (avx512_) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+      for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx512(x + r * n, n, y + r * n);
+      return Status::OK();
+    }
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
     for (int64_t r = 0; r < rows; ++r) {
       RowSums s;
@@ -85,6 +98,9 @@ public:
     }
     return Status::OK();
   }
+
+private:
+  bool avx512_ = false;
 };
 
 }  // namespace
