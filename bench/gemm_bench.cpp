@@ -140,10 +140,12 @@ void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
 
 const int kRegistered = [] {
   // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM.
-  for (int variant = 0; variant < 3; ++variant)
-    benchmark::RegisterBenchmark(variant == 0 ? "decoder_step/panel" : variant == 1 ? "decoder_step/onednn" : "decoder_step/panel_bf16",
+  // onednn_bf16: oneDNN's run-time-M bf16 gemm for every M (few_rows_gemm = false).
+  const char *stepNames[] = {"decoder_step/panel", "decoder_step/onednn", "decoder_step/panel_bf16", "decoder_step/onednn_bf16"};
+  for (int variant = 0; variant < 4; ++variant)
+    benchmark::RegisterBenchmark(stepNames[variant],
                                  [variant](benchmark::State &st) {
-                                   runDecoderStep(st, variant != 1, variant == 2 ? "packed_bf16" : "packed");
+                                   runDecoderStep(st, variant % 2 == 0, variant >= 2 ? "packed_bf16" : "packed");
                                  })
         ->ArgName("M")
         ->Arg(1)
@@ -152,10 +154,10 @@ const int kRegistered = [] {
         ->Arg(128)
         ->Unit(benchmark::kMicrosecond);
   for (const GemmShape &s : kShapes)
-    for (int variant = 0; variant < 3; ++variant)
+    for (int variant = 0; variant < 4; ++variant)
       benchmark::RegisterBenchmark(
-          (std::string(s.name) + (variant == 0 ? "/panel" : variant == 1 ? "/onednn" : "/panel_bf16")).c_str(),
-          [&s, variant](benchmark::State &st) { runGemm(st, s, variant != 1, variant == 2 ? "packed_bf16" : "packed"); })
+          (std::string(s.name) + (variant == 0 ? "/panel" : variant == 1 ? "/onednn" : variant == 2 ? "/panel_bf16" : "/onednn_bf16")).c_str(),
+          [&s, variant](benchmark::State &st) { runGemm(st, s, variant % 2 == 0, variant >= 2 ? "packed_bf16" : "packed"); })
           ->ArgName("M")
           ->Arg(1)
           ->Arg(8)

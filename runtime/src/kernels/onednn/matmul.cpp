@@ -101,7 +101,7 @@ public:
         repacks_ = true;
       }
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
-      fewRowsBf16_ = bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
+      fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
       if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
         memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
