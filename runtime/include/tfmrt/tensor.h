@@ -60,8 +60,10 @@ struct Tensor {
 
 private:
   void allocate(size_t bytes, bool hugePages = false, bool zero = true);
+  void release();
   uint8_t *storage_ = nullptr;
   size_t capacity_ = 0;
+  bool mapped_ = false;  // storage_ is an anonymous mapping of 2 MiB pages (largeBuffer)
 };
 
 // bfloat16 is the upper half of an f32: widening is exact; narrowing rounds to nearest, ties to
