@@ -12,20 +12,47 @@
 
 namespace tfmrt {
 
+namespace {
+// An open regular file: stat once, on the descriptor, so the checks and the size describe the
+// file that is then read or mapped (not whatever the path names by then).
+struct OpenFile {
+  int fd = -1;
+  size_t size = 0;
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+  Status open(const std::string &path, const char *what) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (it is then
+    // refused as not a regular file); reads of regular files ignore the flag.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
+    if (!S_ISREG(st.st_mode)) return ioError(cat("cannot read ", what, " '", path, "': not a regular file"));
+    size = size_t(st.st_size);
+    return Status::OK();
+  }
+  Status readAll(const std::string &path, const char *what, std::vector<uint8_t> &bytes) const {
+    bytes.resize(size);
+    size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = n < 0 ? cat(": ", std::strerror(errno)) : std::string();
+        return ioError(cat("failed reading ", what, " '", path, "' (read ", got, " of ", size, " bytes)", why));
+      }
+      got += size_t(n);
+    }
+    return Status::OK();
+  }
+};
+}  // namespace
+
 Status readFileBytes(const std::string &path, const char *what, std::vector<uint8_t> &bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return ioError(cat("cannot read ", what, " '", path, "': not a regular file"));
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f) return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
-  bytes.resize(size_t(st.st_size));
-  size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
-  bool err = std::ferror(f);
-  std::fclose(f);
-  if (err || got != bytes.size())
-    return ioError(cat("failed reading ", what, " '", path, "' (read ", got, " of ", bytes.size(), " bytes)"));
-  return Status::OK();
+  OpenFile file;
+  TFMRT_RETURN_IF_ERROR(file.open(path, what));
+  return file.readAll(path, what, bytes);
 }
 
 FileView::~FileView() {
@@ -33,23 +60,17 @@ FileView::~FileView() {
 }
 
 Status FileView::open(const std::string &path, const char *what) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return ioError(cat("cannot read ", what, " '", path, "': not a regular file"));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ioError(cat("cannot open ", what, " '", path, "': ", std::strerror(errno)));
-  struct stat fst;
-  void *p = MAP_FAILED;
-  if (::fstat(fd, &fst) == 0 && fst.st_size > 0)
-    p = ::mmap(nullptr, size_t(fst.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  ::close(fd);
-  if (p != MAP_FAILED) {
-    mapped_ = static_cast<uint8_t *>(p);
-    size_ = size_t(fst.st_size);
-    return Status::OK();
+  OpenFile file;
+  TFMRT_RETURN_IF_ERROR(file.open(path, what));
+  if (file.size > 0) {
+    void *p = ::mmap(nullptr, file.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, file.fd, 0);
+    if (p != MAP_FAILED) {
+      mapped_ = static_cast<uint8_t *>(p);
+      size_ = file.size;
+      return Status::OK();
+    }
   }
-  TFMRT_RETURN_IF_ERROR(readFileBytes(path, what, copy_));  // empty, or a file that cannot be mapped
+  TFMRT_RETURN_IF_ERROR(file.readAll(path, what, copy_));  // empty, or a file that cannot be mapped
   size_ = copy_.size();
   return Status::OK();
 }

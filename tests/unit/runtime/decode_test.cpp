@@ -1,9 +1,16 @@
 // Incremental decoding in the runtime: the step-attention kernels (fast vs reference, and the
 // reference vs tfm.fused_attention on the same keys), session state (bind, in-place reorder and
 // write, independence of sessions, errors), and the artifact rules for state.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <string>
 
+#include "kernels/attention/attention.h"
+#include "kernels/cpu/log_softmax.h"
+#include "kernels/decode/decode_common.h"
+#include "kernels/decode/step_attention.h"
 #include "test_util.h"
 
 namespace tfmrt::test {
@@ -14,6 +21,14 @@ Attrs stepAttrs(int64_t heads, int64_t dk, int64_t qOffset = 0) {
           {"head_dim", AttrValue::ofInt(dk)},
           {"q_offset", AttrValue::ofInt(qOffset)},
           {"scale", AttrValue::ofFloat(1.0 / std::sqrt(double(dk)))}};
+}
+
+// The fast kernel this CPU runs for a step attention op ("cached" or "gathered") of head_dim dk.
+std::string stepKernel(const char *op, int64_t dk) {
+  const char *isa = attention::cpuHasAvx512() && dk % 16 == 0 ? "avx512"
+                    : attention::cpuHasAvx2Fma() && dk % 8 == 0 ? "avx2"
+                                                                 : "portable";
+  return std::string("fast.") + op + "_attention_" + isa;
 }
 
 // Rows [0, n) of positions [0, len) of a [R, T, D] tensor, as [n, len, D].
@@ -38,9 +53,7 @@ TEST_P(CachedAttentionTest, FastMatchesReferenceAndReferenceMatchesFusedAttentio
          v = randomF32({c.cacheRows, c.cacheLen, D}, 3);
   Tensor step = Tensor::i32({}, {int32_t(c.step)});
   SingleOp op("tfm.cached_attention", {{q}, {k}, {v}, {step}}, stepAttrs(c.heads, c.dk, c.qExtra));
-  const bool avx = c.dk % 16 == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  op.compare(avx ? "fast.cached_attention_avx512" : "fast.cached_attention_portable", 1e-5, 1e-4);
+  op.compare(stepKernel("cached", c.dk), 1e-5, 1e-4);
   // The same attention as fused_attention over the first step + 1 keys of each row.
   Tensor keep = Tensor::boolean({c.rows, c.step + 1}, std::vector<uint8_t>(size_t(c.rows * (c.step + 1)), 1));
   Attrs fused = stepAttrs(c.heads, c.dk, c.qExtra);
@@ -70,9 +83,7 @@ TEST(CachedAttention, PerRowStepsMatchEachRowAlone) {
   const std::vector<int32_t> steps{0, 37, 5, 16, 39, 1};
   Tensor q = randomF32({R, 1, D}, 7), k = randomF32({R, Tc, D}, 8), v = randomF32({R, Tc, D}, 9);
   SingleOp op("tfm.cached_attention", {{q}, {k}, {v}, {Tensor::i32({R}, steps)}}, stepAttrs(H, dk));
-  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  op.compare(avx ? "fast.cached_attention_avx512" : "fast.cached_attention_portable", 1e-5, 1e-4);
+  op.compare(stepKernel("cached", dk), 1e-5, 1e-4);
   for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
     Tensor all = op.run(backend);
     for (int64_t r = 0; r < R; ++r) {
@@ -114,9 +125,7 @@ TEST(GatheredAttention, FastMatchesReference) {
   attrs["k_offset"] = AttrValue::ofInt(3);
   attrs["v_offset"] = AttrValue::ofInt(D + 5);
   SingleOp op("tfm.gathered_attention", {{q}, {kv}, {kv}, {keep}, {rows}}, attrs);
-  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  op.compare(avx ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable", 1e-5, 1e-4);
+  op.compare(stepKernel("gathered", dk), 1e-5, 1e-4);
   Tensor out = op.run(KernelBackend::Dnnl);
   for (int64_t r : {3, 6, 7})  // rows of the fully masked sentence are zeros
     for (int64_t j = 0; j < D; ++j) EXPECT_EQ(out.data<float>()[r * D + j], 0.0f);
@@ -140,28 +149,86 @@ TEST(GatheredAttention, FastMatchesReferenceAcrossKeyBlocksWithStaleMaskedKeys) 
   attrs["k_offset"] = AttrValue::ofInt(0);
   attrs["v_offset"] = AttrValue::ofInt(0);
   SingleOp op("tfm.gathered_attention", {{q}, {k}, {v}, {keep}, {rows}}, attrs);
-  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-  op.compare(avx ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable", 1e-5, 1e-4);
+  op.compare(stepKernel("gathered", dk), 1e-5, 1e-4);
   Tensor out = op.run(KernelBackend::Dnnl);
   for (int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i])) << i;
+}
+
+// The AVX2 body on its own (AVX-512 machines run the AVX-512 one in the kernels), against
+// attendReference: head sizes 8-72 (a 64-column pass plus a partial one), 1-41 keys (tails of the
+// 8-key exp loop), keys masked inside and at the end with NaN in their keys and values (skipped,
+// not weighted by 0), and a fully masked row (zeros).
+TEST(StepAttention, Avx2BodyMatchesReference) {
+  if (!attention::cpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2 + FMA";
+  for (int64_t dk : {8, 16, 24, 64, 72})
+    for (int64_t n : {1, 7, 8, 9, 17, 41})
+      for (int mask = 0; mask < 3; ++mask) {
+        SCOPED_TRACE(::testing::Message() << "dk " << dk << ", keys " << n << ", mask " << mask);
+        const int64_t stride = dk + 3;  // rows of a wider buffer
+        Tensor q = randomF32({dk}, 40 + uint64_t(dk)), k = randomF32({n, stride}, 41 + uint64_t(n)),
+               v = randomF32({n, stride}, 42 + uint64_t(n));
+        std::vector<uint8_t> keep(size_t(n), 1);
+        for (int64_t p = 0; p < n; ++p) {
+          if (mask == 1 && (p % 3 == 1 || p == n - 1) && n > 1) keep[size_t(p)] = 0;
+          if (mask == 2) keep[size_t(p)] = 0;
+          if (!keep[size_t(p)])
+            for (int64_t j = 0; j < dk; ++j) k.data<float>()[p * stride + j] = v.data<float>()[p * stride + j] = std::nanf("");
+        }
+        const uint8_t *keepPtr = mask ? keep.data() : nullptr;
+        std::vector<float> scores(size_t(n + 8)), fast(size_t(dk), -1.0f), ref(size_t(dk), -1.0f);
+        const float scale = 0.125f;
+        decode::attendAvx2(q.data<float>(), k.data<float>(), stride, v.data<float>(), stride, keepPtr, n, dk, scale,
+                           scores.data(), fast.data());
+        decode::attendReference(q.data<float>(), k.data<float>(), stride, v.data<float>(), stride, keepPtr, n, dk, scale,
+                                scores.data(), ref.data());
+        for (int64_t j = 0; j < dk; ++j) ASSERT_NEAR(fast[size_t(j)], ref[size_t(j)], 1e-5) << j;
+      }
 }
 
 TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
   // Rows of 8000 (a vocabulary) and of 3; large offsets to exercise the max subtraction.
   // Rows of 33 and 17: full vectors of 32 / 16 plus a masked tail.
-  const bool avx = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+  const char *fast = attention::cpuHasAvx512()   ? "fast.log_softmax_avx512"
+                     : attention::cpuHasAvx2Fma() ? "fast.log_softmax_avx2"
+                                                  : "fast.log_softmax";
   for (const Shape &shape : {Shape{37, 1, 8000}, Shape{5, 3}, Shape{4, 33}, Shape{2, 17}, Shape{3, 1}}) {
     Tensor x = randomF32(shape, 21, -30.0f, 30.0f);
     SingleOp op("tfm.log_softmax", {{x}}, {});
-    op.compare(avx ? "fast.log_softmax_avx512" : "fast.log_softmax", 2e-5, 1e-5);
+    op.compare(fast, 2e-5, 1e-5);
     Tensor y = op.run(KernelBackend::Reference);
     const int64_t n = shape.back();
     for (int64_t r = 0; r < x.numel() / n; ++r) {
       double sum = 0;
       for (int64_t j = 0; j < n; ++j) sum += std::exp(double(y.data<float>()[r * n + j]));
       EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+  }
+}
+
+// The AVX2 rows on their own, so AVX-512 machines (where the kernel picks the AVX-512 rows) test
+// them too: against double-precision log-softmax, rows of every length 1..40 (tails of 0-7 lanes
+// after 0-4 full vectors) and a vocabulary row, with -inf logits (masked) that must give -inf.
+TEST(LogSoftmax, Avx2RowsMatchDoublePrecision) {
+  if (!attention::cpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2 + FMA";
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 40; ++n) lengths.push_back(n);
+  lengths.push_back(8000);
+  for (int64_t n : lengths) {
+    Tensor x = randomF32({n}, 30 + int(n), -30.0f, 30.0f);
+    float *xp = x.data<float>();
+    if (n > 2) xp[n / 2] = -std::numeric_limits<float>::infinity();
+    std::vector<float> y(size_t(n), 0.0f);
+    fast::logSoftmaxRowAvx2(xp, n, y.data());
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, double(xp[j]));
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(double(xp[j]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int64_t j = 0; j < n; ++j) {
+      if (std::isinf(xp[j])) {
+        EXPECT_TRUE(std::isinf(y[size_t(j)]) && y[size_t(j)] < 0) << n << " " << j;
+        continue;
+      }
+      EXPECT_NEAR(y[size_t(j)], double(xp[j]) - lse, 1e-5 + 1e-6 * std::fabs(double(xp[j]) - lse)) << n << " " << j;
     }
   }
 }

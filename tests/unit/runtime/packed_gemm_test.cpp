@@ -1,4 +1,4 @@
-// The few-rows panel GEMM (kernels/gemm/packed_gemm.h): the AVX-512 body against the plain
+// The few-rows panel GEMM (kernels/gemm/packed_gemm.h): the AVX-512 and AVX2 bodies against the plain
 // reference body and a naive product on odd shapes, every epilogue, panel sub-ranges; and through a
 // Model: tfm.linear / tfm.matmul with packed weights on both sides of the few-rows limit, with the
 // path on and off, against the reference backend, across weight updates and thread counts.
@@ -26,8 +26,27 @@ struct GemmCase {
 
 class PackedGemm : public ::testing::TestWithParam<GemmCase> {};
 
-TEST_P(PackedGemm, Avx512MatchesReferenceAndNaive) {
-  if (!attention::cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512: the panel GEMM is not used here";
+// The fast f32 bodies this CPU can run: AVX-512 and AVX2 + FMA on AVX-512 machines, AVX2 + FMA
+// on the others.
+using PanelBody = void (*)(const float *, int64_t, int64_t, const float *, int64_t, int64_t, int64_t,
+                           const gemm::Epilogue &, float *);
+struct NamedBody {
+  const char *name;
+  PanelBody fn;
+};
+std::vector<NamedBody> fastBodies() {
+  std::vector<NamedBody> bodies;
+  if (attention::cpuHasAvx512()) bodies.push_back({"avx512", gemm::gemmPanelsAvx512});
+  if (attention::cpuHasAvx2Fma()) bodies.push_back({"avx2", gemm::gemmPanelsAvx2});
+  return bodies;
+}
+
+// Every fast body against the reference body and a naive product; panel sub-ranges give the same
+// bits as one call; the AVX2 and AVX-512 bodies give the same bits (one FMA chain per element in
+// kk order in both).
+TEST_P(PackedGemm, FastBodiesMatchReferenceAndNaive) {
+  const std::vector<NamedBody> bodies = fastBodies();
+  if (bodies.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA: the panel GEMM is not used here";
   const auto [m, k, n] = GetParam();
   const std::vector<float> x = randomVec(size_t(m * k), 1), w = randomVec(size_t(n * k), 2), bias = randomVec(size_t(n), 3),
                            residual = randomVec(size_t(m * n), 4);
@@ -46,24 +65,29 @@ TEST_P(PackedGemm, Avx512MatchesReferenceAndNaive) {
       e.relu = epi >= 2;
       e.residual = epi == 3 ? residual.data() : nullptr;
       const int64_t panels = gemm::panelCount(n);
-      std::vector<float> fast(size_t(m * n), NAN), ref(size_t(m * n), NAN), split(size_t(m * n), NAN);
-      gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, 0, panels, e, fast.data());
+      std::vector<float> ref(size_t(m * n), NAN), first;
       gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, panels, e, ref.data());
-      // Three threads' worth of panel ranges give the same bits as one call.
-      for (int part = 0; part < 3; ++part)
-        gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double naive = e.bias ? e.bias[j] : 0.0;
-          for (int64_t kk = 0; kk < k; ++kk) naive += double(x[size_t(i * k + kk)]) * double(w[size_t(j * k + kk)]);
-          if (e.relu) naive = std::max(naive, 0.0);
-          if (e.residual) naive += e.residual[i * n + j];
-          const size_t at = size_t(i * n + j);
-          const double tol = 1e-6 * double(k) + 1e-6;
-          ASSERT_NEAR(ref[at], naive, tol) << "reference at " << i << ", " << j;
-          ASSERT_NEAR(fast[at], naive, tol) << "avx512 at " << i << ", " << j;
-          ASSERT_EQ(split[at], fast[at]) << "panel split at " << i << ", " << j;
-        }
+      for (const NamedBody &body : bodies) {
+        std::vector<float> fast(size_t(m * n), NAN), split(size_t(m * n), NAN);
+        body.fn(x.data(), m, k, aligned, n, 0, panels, e, fast.data());
+        // Three threads' worth of panel ranges give the same bits as one call.
+        for (int part = 0; part < 3; ++part)
+          body.fn(x.data(), m, k, aligned, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double naive = e.bias ? e.bias[j] : 0.0;
+            for (int64_t kk = 0; kk < k; ++kk) naive += double(x[size_t(i * k + kk)]) * double(w[size_t(j * k + kk)]);
+            if (e.relu) naive = std::max(naive, 0.0);
+            if (e.residual) naive += e.residual[i * n + j];
+            const size_t at = size_t(i * n + j);
+            const double tol = 1e-6 * double(k) + 1e-6;
+            ASSERT_NEAR(ref[at], naive, tol) << "reference at " << i << ", " << j;
+            ASSERT_NEAR(fast[at], naive, tol) << body.name << " at " << i << ", " << j;
+            ASSERT_EQ(split[at], fast[at]) << body.name << ": panel split at " << i << ", " << j;
+            if (!first.empty()) ASSERT_EQ(fast[at], first[at]) << body.name << " vs " << bodies[0].name << " at " << i << ", " << j;
+          }
+        if (first.empty()) first = fast;
+      }
     }
   }
 }
@@ -142,18 +166,21 @@ TEST(Bf16WeightCopies, OneConversionPerWeightAndVersion) {
 }
 
 TEST(PackedGemmResidual, OutputMayBeTheResidual) {
-  if (!attention::cpuHasAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  const std::vector<NamedBody> bodies = fastBodies();
+  if (bodies.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";
   const int64_t m = 7, k = 33, n = 70;
   const std::vector<float> x = randomVec(size_t(m * k), 5), w = randomVec(size_t(n * k), 6);
   std::vector<float> packed(size_t(gemm::packedFloats(k, n)) + 16);
   float *aligned = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
   gemm::packPanels(w.data(), k, n, true, aligned);
-  std::vector<float> y = randomVec(size_t(m * n), 7), expected(size_t(m * n));
-  gemm::Epilogue e;
-  e.residual = y.data();
-  gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, expected.data());
-  gemm::gemmPanelsAvx512(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, y.data());
-  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << i;
+  for (const NamedBody &body : bodies) {
+    std::vector<float> y = randomVec(size_t(m * n), 7), expected(size_t(m * n));
+    gemm::Epilogue e;
+    e.residual = y.data();
+    gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, expected.data());
+    body.fn(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, y.data());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << body.name << " " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedGemm,

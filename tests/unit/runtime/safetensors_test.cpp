@@ -1,8 +1,11 @@
-// safetensors reading/writing, the strict JSON header parser, and Model weight loading errors.
+// Whole-file reads and writes, safetensors reading/writing, the strict JSON header parser, and Model weight loading errors.
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "file_io.h"
 #include "json.h"
 #include "test_util.h"
 #include "tfmrt/safetensors.h"
@@ -290,3 +293,44 @@ TEST(Tensor, LargeBufferIsZeroedAlignedAndCopyable) {
     EXPECT_EQ(copy.data<uint8_t>()[bytes - 1], 7);
   }
 }
+
+// Whole-file reads: one open and one fstat per file, so the checks describe the file read.
+// A FIFO is refused at once instead of blocking for a writer.
+namespace tfmrt::test {
+namespace {
+
+TEST(FileIo, ReadsAndMapsRegularFilesAndRefusesOthers) {
+  const std::string path = tempPath("file_io.bin");
+  std::vector<uint8_t> bytes(70000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 31 + 7);
+  ASSERT_TRUE(writeFileBytes(path, "test file", bytes.data(), bytes.size()).ok());
+  std::vector<uint8_t> read;
+  ASSERT_TRUE(readFileBytes(path, "test file", read).ok());
+  EXPECT_EQ(read, bytes);
+  FileView view;
+  ASSERT_TRUE(view.open(path, "test file").ok());
+  ASSERT_EQ(view.size(), bytes.size());
+  EXPECT_EQ(std::memcmp(view.data(), bytes.data(), bytes.size()), 0);
+
+  const std::string empty = tempPath("file_io_empty.bin");
+  ASSERT_TRUE(writeFileBytes(empty, "test file", nullptr, 0).ok());
+  FileView emptyView;
+  ASSERT_TRUE(emptyView.open(empty, "test file").ok());
+  EXPECT_EQ(emptyView.size(), 0u);
+
+  EXPECT_ERROR(readFileBytes(tempPath("no_such_file.bin"), "weights file", read), "cannot open weights file");
+  FileView missing;
+  EXPECT_ERROR(missing.open(tempPath("no_such_file.bin"), "weights file"), "No such file");
+  FileView dir;
+  EXPECT_ERROR(dir.open(::testing::TempDir(), "checkpoint"), "not a regular file");
+  const std::string fifo = tempPath("file_io.fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  FileView pipe;
+  EXPECT_ERROR(pipe.open(fifo, "checkpoint"), "not a regular file");
+  EXPECT_ERROR(readFileBytes(fifo, "artifact", read), "not a regular file");
+  ::unlink(fifo.c_str());
+}
+
+}  // namespace
+}  // namespace tfmrt::test

@@ -83,6 +83,7 @@ void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1,
 
 enum class Impl { Avx512, Avx512Bf16, Portable };
 bool cpuHasAvx512();  // avx512f/vl/dq and fma, checked at run time
+bool cpuHasAvx2Fma();  // avx2 and fma: the kernels for CPUs without AVX-512
 const char *implName(Impl impl);
 
 // Knobs of the driver; defaults are what the runtime uses. Tests force split-K with them.

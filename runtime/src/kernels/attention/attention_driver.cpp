@@ -53,6 +53,11 @@ bool cpuHasAvx512() {
          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
 }
 
+bool cpuHasAvx2Fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
 const char *implName(Impl impl) {
   return impl == Impl::Avx512 ? "avx512" : impl == Impl::Avx512Bf16 ? "avx512_bf16" : "portable";
 }

@@ -1,4 +1,5 @@
-// The AVX-512 row body of the fast tfm.log_softmax (log_softmax_avx512.cpp).
+// The row bodies of the fast tfm.log_softmax: AVX-512 (log_softmax_avx512.cpp) and AVX2 + FMA
+// (log_softmax_avx2.cpp).
 #pragma once
 
 #include <cstdint>
@@ -7,5 +8,7 @@ namespace tfmrt::fast {
 
 // y[0, n) = x - log(sum(exp(x))), n > 0; enter only after attention::cpuHasAvx512().
 void logSoftmaxRowAvx512(const float *x, int64_t n, float *y);
+// The same on 8 lanes; enter only after attention::cpuHasAvx2Fma().
+void logSoftmaxRowAvx2(const float *x, int64_t n, float *y);
 
 }  // namespace tfmrt::fast

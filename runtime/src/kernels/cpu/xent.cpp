@@ -67,13 +67,17 @@ public:
   }
 };
 
-// tfm.log_softmax: the vocabulary-wide log-probabilities of decode_step. AVX-512 rows where the
-// CPU has it (log_softmax_avx512.cpp), else the cross-entropy's row sums.
+// tfm.log_softmax: the vocabulary-wide log-probabilities of decode_step. AVX-512 or AVX2 rows
+// where the CPU has them (log_softmax_avx512.cpp, log_softmax_avx2.cpp), else the
+// cross-entropy's row sums.
 class FastLogSoftmaxKernel final : public Kernel {
 public:
-  const char *name() const override { return avx512_ ? "fast.log_softmax_avx512" : "fast.log_softmax"; }
+  const char *name() const override {
+    return avx512_ ? "fast.log_softmax_avx512" : avx2_ ? "fast.log_softmax_avx2" : "fast.log_softmax";
+  }
   Status prepare(const KernelPrepareInfo &) override {
     avx512_ = attention::cpuHasAvx512();
+    avx2_ = !avx512_ && attention::cpuHasAvx2Fma();
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
@@ -84,6 +88,11 @@ public:
     if (avx512_) {
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
       for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx512(x + r * n, n, y + r * n);
+      return Status::OK();
+    }
+    if (avx2_) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+      for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx2(x + r * n, n, y + r * n);
       return Status::OK();
     }
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
@@ -100,7 +109,7 @@ public:
   }
 
 private:
-  bool avx512_ = false;
+  bool avx512_ = false, avx2_ = false;
 };
 
 }  // namespace

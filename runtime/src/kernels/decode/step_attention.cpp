@@ -21,13 +21,16 @@ class StepAttentionBase : public Kernel {
 public:
   explicit StepAttentionBase(bool gathered) : gathered_(gathered) {}
   const char *name() const override {
-    if (gathered_) return avx512_ ? "fast.gathered_attention_avx512" : "fast.gathered_attention_portable";
-    return avx512_ ? "fast.cached_attention_avx512" : "fast.cached_attention_portable";
+    static const char *const names[2][3] = {
+        {"fast.cached_attention_avx512", "fast.cached_attention_avx2", "fast.cached_attention_portable"},
+        {"fast.gathered_attention_avx512", "fast.gathered_attention_avx2", "fast.gathered_attention_portable"}};
+    return names[gathered_ ? 1 : 0][avx512_ ? 0 : avx2_ ? 1 : 2];
   }
   Status prepare(const KernelPrepareInfo &info) override {
     attrs_.read(*info.node, gathered_);
     avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
-    attend_ = avx512_ ? decode::attendAvx512 : decode::attendReference;
+    avx2_ = !avx512_ && attention::cpuHasAvx2Fma() && attrs_.headDim % 8 == 0;
+    attend_ = avx512_ ? decode::attendAvx512 : avx2_ ? decode::attendAvx2 : decode::attendReference;
     allHeads_ = avx512_ && attrs_.headDim == 64 && attrs_.heads <= 64;
     return Status::OK();
   }
@@ -75,7 +78,7 @@ protected:
 
 private:
   bool gathered_;
-  bool avx512_ = false;
+  bool avx512_ = false, avx2_ = false;
 };
 
 class FastCachedAttention final : public StepAttentionBase {

@@ -1,5 +1,6 @@
 // Fast tfm.cached_attention and tfm.gathered_attention: (query row, head) pairs in parallel, an
-// AVX-512 inner loop when the CPU has it and head_dim is a multiple of 16.
+// AVX-512 inner loop when the CPU has it and head_dim is a multiple of 16, else an AVX2 one when
+// the CPU has AVX2 + FMA and head_dim is a multiple of 8.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,9 @@ namespace decode {
 // own TU compiled for AVX-512 and entered only after a run-time CPU check.
 void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                   const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out);
+// The same on 8 lanes, head_dim % 8 == 0; entered only after attention::cpuHasAvx2Fma().
+void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
+                int64_t n, int64_t dk, float scale, float *scores, float *out);
 // Every head of one query row at once, head_dim 64 (small and base), heads <= 64: q holds the
 // heads side by side, key p's heads at k + p * kStride + h * 64 (likewise v), so each key and
 // value row is read once, in order. `scores` holds heads x round_up(n, 16) floats; out heads x 64.

@@ -32,7 +32,11 @@ struct Epilogue {
 // Rows [0, m) and panels [p0, p1) of y [m, n]; x is [m, k] row-major.
 void gemmPanelsAvx512(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                       const Epilogue &e, float *y);
-// The plain loops the AVX-512 body is tested against (same layout, double accumulation).
+// The same on AVX2 + FMA (6 x 16 blocks; the same bits as the AVX-512 body). Enter only after
+// attention::cpuHasAvx2Fma().
+void gemmPanelsAvx2(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
+                    const Epilogue &e, float *y);
+// The plain loops the AVX-512 and AVX2 bodies are tested against (same layout, double accumulation).
 void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                          const Epilogue &e, float *y);
 

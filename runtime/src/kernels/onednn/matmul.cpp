@@ -18,7 +18,7 @@
 // implementation) it is added by a vectorised loop after the GEMM.
 //
 // Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis): packed
-// kernels with an AVX-512 CPU run our own panel GEMM instead (kernels/gemm/packed_gemm.h), on a
+// kernels with an AVX-512 or AVX2 + FMA CPU run our own panel GEMM instead (kernels/gemm/packed_gemm.h), on a
 // second packed copy made on the first such call per weights version, so entries that never see
 // few rows (training) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
 // product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
@@ -100,7 +100,8 @@ public:
         repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc()));
         repacks_ = true;
       }
-      fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && attention::cpuHasAvx512();
+      avx512Panels_ = attention::cpuHasAvx512();
+      fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && (avx512Panels_ || attention::cpuHasAvx2Fma());
       fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
       if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
@@ -241,7 +242,10 @@ private:
     e.residual = residual;
     e.relu = act_ == Activation::Relu;
     const float *packed = panels_.data<float>();
-    forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
+    if (avx512Panels_)
+      forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
+    else
+      forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx2(x, m, k, packed, n, p0, p1, e, y); });
   }
 
   // body(p0, p1) over the panels of N, one contiguous range per thread (serial when small).
@@ -308,6 +312,7 @@ private:
   // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields), and
   // the bf16 path's per-call x pairs.
   bool fewRows_ = false, fewRowsBf16_ = false;
+  bool avx512Panels_ = false;  // else the AVX2 body (same bits)
   Tensor panels_, panelsBf16_;
   std::vector<uint32_t> xPairs_;
   uint64_t panelsVersion_ = ~uint64_t(0);
