@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kernels/attention/attention.h"
+#include "kernels/cpu/cpu_util.h"
 
 namespace tfmrt {
 namespace attention {
@@ -118,8 +119,10 @@ inline void pvBlock(float *Ot, const float *St, const float *const *vrow, int nk
     for (int64_t l = 0; l < kW; ++l) Ot[(d0 + r) * kW + l] = acc[r][l];
 }
 
-// Rows [i0, i0 + rows), rows <= kW, vectorised over query lanes.
-void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, const KeyList &keys, float *scratch,
+// Rows [i0, i0 + rows), rows <= kW, vectorised over query lanes. Cloned for AVX2 / AVX-512
+// (cpu_util.h): the lanes are query rows, so no clone reorders a sum (the AVX-512 one may fuse
+// multiply-adds).
+TFMRT_SIMD_CLONES void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, const KeyList &keys, float *scratch,
               const TaskOut &out) {
   const int64_t D = p.headDim;
   float *Qt = scratch, *Ot = Qt + D * kW, *St = Ot + D * kW;  // [D][kW], [D][kW], [kKeyChunk][kW]
@@ -182,7 +185,7 @@ void widePass(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t rows, c
 }
 
 // One query row, vectorised over head_dim (Sq = 1 decoding, tiny tails).
-void rowPass(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float *scratch, float *o,
+TFMRT_SIMD_CLONES void rowPass(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float *scratch, float *o,
              float *mOut, float *lOut) {
   const int64_t D = p.headDim;
   float *qs = scratch, *acc = qs + D, *sc = acc + D;
