@@ -33,13 +33,25 @@ using PanelBody = void (*)(const float *, int64_t, int64_t, const float *, int64
 struct NamedBody {
   const char *name;
   PanelBody fn;
+  int64_t width;  // of the panels it reads
 };
 std::vector<NamedBody> fastBodies() {
   std::vector<NamedBody> bodies;
-  if (attention::cpuHasAvx512()) bodies.push_back({"avx512", gemm::gemmPanelsAvx512});
-  if (attention::cpuHasAvx2Fma()) bodies.push_back({"avx2", gemm::gemmPanelsAvx2});
+  if (attention::cpuHasAvx512()) bodies.push_back({"avx512", gemm::gemmPanelsAvx512, gemm::kPanelCols});
+  if (attention::cpuHasAvx2Fma()) bodies.push_back({"avx2", gemm::gemmPanelsAvx2, gemm::kAvx2PanelCols});
   return bodies;
 }
+
+// `w` packed into panels of `width` columns, 64-byte aligned.
+struct Packed {
+  std::vector<float> storage;
+  float *data;
+  Packed(const float *w, int64_t k, int64_t n, bool transposed, int64_t width)
+      : storage(size_t(gemm::packedFloats(k, n, width)) + 16) {
+    data = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(storage.data()) + 63) / 64 * 64);
+    gemm::packPanels(w, k, n, transposed, data, width);
+  }
+};
 
 // Every fast body against the reference body and a naive product; panel sub-ranges give the same
 // bits as one call; the AVX2 and AVX-512 bodies give the same bits (one FMA chain per element in
@@ -55,24 +67,22 @@ TEST_P(PackedGemm, FastBodiesMatchReferenceAndNaive) {
     std::vector<float> b(size_t(k * n));
     for (int64_t kk = 0; kk < k; ++kk)
       for (int64_t j = 0; j < n; ++j) b[size_t(kk * n + j)] = w[size_t(j * k + kk)];
-    std::vector<float> packed(size_t(gemm::packedFloats(k, n)) + 16);
-    float *aligned = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
-    gemm::packPanels(transposed ? w.data() : b.data(), k, n, transposed, aligned);
     for (int epi = 0; epi < 4; ++epi) {
       SCOPED_TRACE(::testing::Message() << (transposed ? "B^T given" : "B given") << ", epilogue " << epi);
       gemm::Epilogue e;
       e.bias = epi >= 1 ? bias.data() : nullptr;
       e.relu = epi >= 2;
       e.residual = epi == 3 ? residual.data() : nullptr;
-      const int64_t panels = gemm::panelCount(n);
-      std::vector<float> ref(size_t(m * n), NAN), first;
-      gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, panels, e, ref.data());
+      std::vector<float> first;
       for (const NamedBody &body : bodies) {
-        std::vector<float> fast(size_t(m * n), NAN), split(size_t(m * n), NAN);
-        body.fn(x.data(), m, k, aligned, n, 0, panels, e, fast.data());
+        const Packed packed(transposed ? w.data() : b.data(), k, n, transposed, body.width);
+        const int64_t panels = gemm::panelCount(n, body.width);
+        std::vector<float> fast(size_t(m * n), NAN), split(size_t(m * n), NAN), ref(size_t(m * n), NAN);
+        gemm::gemmPanelsReference(x.data(), m, k, packed.data, n, 0, panels, e, ref.data(), body.width);
+        body.fn(x.data(), m, k, packed.data, n, 0, panels, e, fast.data());
         // Three threads' worth of panel ranges give the same bits as one call.
         for (int part = 0; part < 3; ++part)
-          body.fn(x.data(), m, k, aligned, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
+          body.fn(x.data(), m, k, packed.data, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             double naive = e.bias ? e.bias[j] : 0.0;
@@ -170,15 +180,14 @@ TEST(PackedGemmResidual, OutputMayBeTheResidual) {
   if (bodies.empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";
   const int64_t m = 7, k = 33, n = 70;
   const std::vector<float> x = randomVec(size_t(m * k), 5), w = randomVec(size_t(n * k), 6);
-  std::vector<float> packed(size_t(gemm::packedFloats(k, n)) + 16);
-  float *aligned = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
-  gemm::packPanels(w.data(), k, n, true, aligned);
   for (const NamedBody &body : bodies) {
+    const Packed packed(w.data(), k, n, true, body.width);
+    const int64_t panels = gemm::panelCount(n, body.width);
     std::vector<float> y = randomVec(size_t(m * n), 7), expected(size_t(m * n));
     gemm::Epilogue e;
     e.residual = y.data();
-    gemm::gemmPanelsReference(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, expected.data());
-    body.fn(x.data(), m, k, aligned, n, 0, gemm::panelCount(n), e, y.data());
+    gemm::gemmPanelsReference(x.data(), m, k, packed.data, n, 0, panels, e, expected.data(), body.width);
+    body.fn(x.data(), m, k, packed.data, n, 0, panels, e, y.data());
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], expected[i], 1e-4) << body.name << " " << i;
   }
 }

@@ -15,13 +15,17 @@
 namespace tfmrt::gemm {
 
 constexpr int64_t kPanelCols = 64;
+// The AVX2 body's panels are 16 columns wide (two ymm): its 6 x 16 blocks then read each panel
+// as one sequential stream (64 bytes per kk), where 16-column slices of 64-column panels were
+// four interleaved streams of 64 bytes every 256.
+constexpr int64_t kAvx2PanelCols = 16;
 
-inline int64_t panelCount(int64_t n) { return (n + kPanelCols - 1) / kPanelCols; }
-inline int64_t packedFloats(int64_t k, int64_t n) { return panelCount(n) * k * kPanelCols; }
+inline int64_t panelCount(int64_t n, int64_t width = kPanelCols) { return (n + width - 1) / width; }
+inline int64_t packedFloats(int64_t k, int64_t n, int64_t width = kPanelCols) { return panelCount(n, width) * k * width; }
 
 // `w` is B^T, [N, K] row-major, when `transposed` (a linear's weight in PyTorch's layout), else
-// B itself, [K, N] row-major.
-void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *packed);
+// B itself, [K, N] row-major. Panels of `width` columns (kPanelCols, or kAvx2PanelCols).
+void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *packed, int64_t width = kPanelCols);
 
 struct Epilogue {
   const float *bias = nullptr;      // [N] or null
@@ -32,13 +36,14 @@ struct Epilogue {
 // Rows [0, m) and panels [p0, p1) of y [m, n]; x is [m, k] row-major.
 void gemmPanelsAvx512(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                       const Epilogue &e, float *y);
-// The same on AVX2 + FMA (6 x 16 blocks; the same bits as the AVX-512 body). Enter only after
-// attention::cpuHasAvx2Fma().
+// The same on AVX2 + FMA over panels of kAvx2PanelCols (p0, p1 count those): 6 x 16 blocks, the
+// same bits as the AVX-512 body. Enter only after attention::cpuHasAvx2Fma().
 void gemmPanelsAvx2(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
                     const Epilogue &e, float *y);
-// The plain loops the AVX-512 and AVX2 bodies are tested against (same layout, double accumulation).
+// The plain loops the AVX-512 and AVX2 bodies are tested against (panels of `width` columns,
+// double accumulation).
 void gemmPanelsReference(const float *x, int64_t m, int64_t k, const float *packed, int64_t n, int64_t p0, int64_t p1,
-                         const Epilogue &e, float *y);
+                         const Epilogue &e, float *y, int64_t width = kPanelCols);
 
 // --- bf16 (weight_layout = "packed_bf16") --------------------------------------------------------
 // The same panels with bf16 elements in pairs of consecutive k, as vdpbf16ps reads them: panel p

@@ -1,5 +1,5 @@
-// AVX2 + FMA body of the packed small-M GEMM (packed_gemm.h), for CPUs without AVX-512: the same
-// 64-column panels, each computed as four 16-column slices of 6 x 16 output blocks (12 ymm
+// AVX2 + FMA body of the packed small-M GEMM (packed_gemm.h), for CPUs without AVX-512: panels
+// of 16 columns (kAvx2PanelCols, packed for this body), 6 x 16 output blocks (12 ymm
 // accumulators, 2 panel vectors, 1 broadcast: 15 of the 16 registers). Each output element is one
 // fused multiply-add chain in kk order, as in the AVX-512 body, so both give the same bits.
 // oneDNN 2.6's run-time-M gemm (gemm:jit, avx2) ran decode_step's products at ~75 GFLOP/s on a
@@ -22,10 +22,10 @@ inline __m256i laneMask(int count) {  // lanes [0, count) of 8
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// Rows [0, MR) of x times columns [0, cols) (cols in 1..16) of a 16-column slice of a panel,
-// whose kk-th row starts at slice + kk * 64.
+// Rows [0, MR) of x times columns [0, cols) (cols in 1..16) of a 16-column panel, whose kk-th
+// row starts at panel + kk * 16.
 template <int MR>
-void slice(const float *x, int64_t k, const float *panel, int cols, const Epilogue &e, int64_t n, float *y) {
+void block(const float *x, int64_t k, const float *panel, int cols, const Epilogue &e, int64_t n, float *y) {
   __m256 acc[MR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -34,7 +34,7 @@ void slice(const float *x, int64_t k, const float *panel, int cols, const Epilog
   for (int i = 0; i < MR; ++i) xr[i] = x + i * k;
 #pragma GCC unroll 4
   for (int64_t kk = 0; kk < k; ++kk) {
-    const float *w = panel + kk * 64;
+    const float *w = panel + kk * 16;
     const __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
@@ -69,7 +69,8 @@ void gemmPanelsAvx2(const float *x, int64_t m, int64_t k, const float *packed, i
                     const Epilogue &e, float *y) {
   // Panel groups of ~256 KB (half of this CPU class's L2) with the row blocks outside the group,
   // as in the AVX-512 body.
-  const int64_t panelBytes = k * 64 * 4;
+  constexpr int64_t W = kAvx2PanelCols;
+  const int64_t panelBytes = k * W * 4;
   const int64_t group = panelBytes >= (int64_t(256) << 10) ? 1 : (int64_t(256) << 10) / panelBytes;
   for (int64_t g0 = p0; g0 < p1; g0 += group) {
     const int64_t g1 = g0 + group < p1 ? g0 + group : p1;
@@ -77,23 +78,20 @@ void gemmPanelsAvx2(const float *x, int64_t m, int64_t k, const float *packed, i
       const int rows = m - r < kRows ? int(m - r) : kRows;
       const float *xb = x + r * k;
       for (int64_t p = g0; p < g1; ++p) {
-        const int64_t c0 = p * 64;
-        const int panelCols = int(n - c0 < 64 ? n - c0 : 64);
-        for (int s = 0; s * 16 < panelCols; ++s) {
-          const float *panel = packed + p * k * 64 + s * 16;
-          const int cols = panelCols - s * 16 < 16 ? panelCols - s * 16 : 16;
-          float *yb = y + r * n + c0 + s * 16;
-          Epilogue be = e;
-          if (be.bias) be.bias += c0 + s * 16;
-          if (be.residual) be.residual += r * n + c0 + s * 16;
-          switch (rows) {
-            case 1: slice<1>(xb, k, panel, cols, be, n, yb); break;
-            case 2: slice<2>(xb, k, panel, cols, be, n, yb); break;
-            case 3: slice<3>(xb, k, panel, cols, be, n, yb); break;
-            case 4: slice<4>(xb, k, panel, cols, be, n, yb); break;
-            case 5: slice<5>(xb, k, panel, cols, be, n, yb); break;
-            default: slice<6>(xb, k, panel, cols, be, n, yb); break;
-          }
+        const float *panel = packed + p * k * W;
+        const int64_t c0 = p * W;
+        const int cols = int(n - c0 < W ? n - c0 : W);
+        float *yb = y + r * n + c0;
+        Epilogue be = e;
+        if (be.bias) be.bias += c0;
+        if (be.residual) be.residual += r * n + c0;
+        switch (rows) {
+          case 1: block<1>(xb, k, panel, cols, be, n, yb); break;
+          case 2: block<2>(xb, k, panel, cols, be, n, yb); break;
+          case 3: block<3>(xb, k, panel, cols, be, n, yb); break;
+          case 4: block<4>(xb, k, panel, cols, be, n, yb); break;
+          case 5: block<5>(xb, k, panel, cols, be, n, yb); break;
+          default: block<6>(xb, k, panel, cols, be, n, yb); break;
         }
       }
     }

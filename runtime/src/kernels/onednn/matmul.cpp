@@ -232,8 +232,9 @@ private:
                   int64_t k, int64_t n, uint64_t version) {
     if (!panels_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
       // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
-      if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n)});
-      gemm::packPanels(w, k, n, transposeB_, panels_.data<float>());
+      const int64_t width = avx512Panels_ ? gemm::kPanelCols : gemm::kAvx2PanelCols;
+      if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n, width)});
+      gemm::packPanels(w, k, n, transposeB_, panels_.data<float>(), width);
       panelsVersion_ = version;
       panelsFrom_ = w;
     }
@@ -245,13 +246,15 @@ private:
     if (avx512Panels_)
       forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
     else
-      forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx2(x, m, k, packed, n, p0, p1, e, y); });
+      forPanelRanges(
+          m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx2(x, m, k, packed, n, p0, p1, e, y); },
+          gemm::kAvx2PanelCols);
   }
 
   // body(p0, p1) over the panels of N, one contiguous range per thread (serial when small).
   template <typename Body>
-  static void forPanelRanges(int64_t m, int64_t k, int64_t n, const Body &body) {
-    const int64_t panels = gemm::panelCount(n);
+  static void forPanelRanges(int64_t m, int64_t k, int64_t n, const Body &body, int64_t width = gemm::kPanelCols) {
+    const int64_t panels = gemm::panelCount(n, width);
     const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
     if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
 #pragma omp parallel num_threads(threads)
