@@ -18,8 +18,9 @@
 // implementation) it is added by a vectorised loop after the GEMM.
 //
 // Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis): packed
-// kernels with an AVX-512 or AVX2 + FMA CPU run our own panel GEMM instead (kernels/gemm/packed_gemm.h), on a
-// second packed copy made on the first such call per weights version, so entries that never see
+// kernels with an AVX-512 or AVX2 + FMA CPU run our own panel GEMM instead
+// (kernels/gemm/packed_gemm.h), on a second packed copy made on the first such call per weights
+// version (64-column panels for the AVX-512 body, 16 for the AVX2 one), so entries that never see
 // few rows (training) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
 // product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
 //
