@@ -1,5 +1,6 @@
-// 2^x on 8 lanes for the AVX2 TUs (log_softmax_avx2.cpp, step_attention_avx2.cpp). Include only
-// from TUs compiled with -mavx2 -mfma: the function is `static` (internal linkage), so each TU
+// 2^x, tail masks and reductions on 8 lanes for the AVX2 TUs (log_softmax_avx2.cpp,
+// step_attention_avx2.cpp, packed_gemm_avx2.cpp). Include only
+// from TUs compiled with -mavx2 -mfma: the functions are `static` (internal linkage), so each TU
 // keeps its own copy and the linker never merges it into code that runs on other CPUs.
 #pragma once
 

@@ -11,16 +11,13 @@
 
 #include <cstdint>
 
+#include "kernels/avx2_exp.h"
 #include "kernels/gemm/packed_gemm.h"
 
 namespace tfmrt::gemm {
 namespace {
 
 constexpr int kRows = 6;
-
-inline __m256i laneMask(int count) {  // lanes [0, count) of 8
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 // Rows [0, MR) of x times columns [0, cols) (cols in 1..16) of a 16-column panel, whose kk-th
 // row starts at panel + kk * 16.
@@ -48,7 +45,7 @@ void block(const float *x, int64_t k, const float *panel, int cols, const Epilog
     const int c0 = j * 8;
     if (c0 >= cols) break;
     const bool whole = cols - c0 >= 8;
-    const __m256i mask = laneMask(whole ? 8 : cols - c0);
+    const __m256i mask = avx2::tailMask(whole ? 8 : cols - c0);
     const __m256 bias = e.bias ? _mm256_maskload_ps(e.bias + c0, mask) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
