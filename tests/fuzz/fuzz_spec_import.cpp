@@ -26,7 +26,9 @@ constexpr int64_t kMaxLayers = 3;
 
 mlir::MLIRContext &context() {
   static mlir::MLIRContext *ctx = [] {
-    auto *c = new mlir::MLIRContext();
+    // Single-threaded: the verifier's per-function worker threads only contend with the
+    // campaign's other processes (one per core).
+    auto *c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
     c->loadDialect<tfm::TfmDialect, mlir::func::FuncDialect>();
     c->printOpOnDiagnostic(false);
     c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });

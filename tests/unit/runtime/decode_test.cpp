@@ -185,6 +185,39 @@ TEST(StepAttention, Avx2BodyMatchesReference) {
       }
 }
 
+// The AVX2 all-heads body (head_dim 64) on its own, against attendReference per head: 1-8 heads,
+// 1-41 keys (tails of the 8-key groups), keys masked inside a group, a fully masked group and at
+// the end, with NaN in their keys and values, and a fully masked row (zeros).
+TEST(StepAttention, Avx2AllHeadsBodyMatchesReference) {
+  if (!attention::cpuHasAvx2Fma()) GTEST_SKIP() << "no AVX2 + FMA";
+  const int64_t dk = 64;
+  for (int64_t heads : {1, 4, 5, 8})
+    for (int64_t n : {1, 7, 8, 9, 17, 41})
+      for (int mask = 0; mask < 3; ++mask) {
+        SCOPED_TRACE(::testing::Message() << "heads " << heads << ", keys " << n << ", mask " << mask);
+        const int64_t stride = heads * dk + 8;  // key rows of a wider buffer (merged K/V)
+        Tensor q = randomF32({heads * dk}, 50 + uint64_t(heads)), k = randomF32({n, stride}, 51 + uint64_t(n)),
+               v = randomF32({n, stride}, 52 + uint64_t(n), -2.0f, 2.0f);
+        std::vector<uint8_t> keep(size_t(n), 1);
+        for (int64_t p = 0; p < n; ++p) {
+          if (mask == 1 && n > 1 && (p % 3 == 1 || p == n - 1 || (p >= 16 && p < 24))) keep[size_t(p)] = 0;
+          if (mask == 2) keep[size_t(p)] = 0;
+          if (!keep[size_t(p)])
+            for (int64_t j = 0; j < stride; ++j) k.data<float>()[p * stride + j] = v.data<float>()[p * stride + j] = std::nanf("");
+        }
+        const uint8_t *keepPtr = mask ? keep.data() : nullptr;
+        const float scale = 0.125f;
+        std::vector<float> scores(size_t(heads * (n + 16))), fast(size_t(heads * dk), -1.0f), ref(size_t(dk), 0.0f);
+        decode::attendAllHeads64Avx2(q.data<float>(), k.data<float>(), stride, v.data<float>(), stride, keepPtr, n, heads,
+                                     scale, scores.data(), fast.data());
+        for (int64_t h = 0; h < heads; ++h) {
+          decode::attendReference(q.data<float>() + h * dk, k.data<float>() + h * dk, stride, v.data<float>() + h * dk,
+                                  stride, keepPtr, n, dk, scale, scores.data(), ref.data());
+          for (int64_t j = 0; j < dk; ++j) ASSERT_NEAR(fast[size_t(h * dk + j)], ref[size_t(j)], 1e-5) << h << " " << j;
+        }
+      }
+}
+
 TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
   // Rows of 8000 (a vocabulary) and of 3; large offsets to exercise the max subtraction.
   // Rows of 33 and 17: full vectors of 32 / 16 plus a masked tail.

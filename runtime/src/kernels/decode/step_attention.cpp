@@ -1,5 +1,5 @@
 // Fast one-query-row attention kernels for decode_step, tested against the reference kernels
-// (kernels/reference/decode.cpp). Work items are rows (head_dim 64 on AVX-512: all heads of a row
+// (kernels/reference/decode.cpp). Work items are rows (head_dim 64 on AVX-512 or AVX2: all heads of a row
 // at once, each key and value row read once, in order) or else (row, head) pairs; each thread
 // keeps its scores in the plan's scratch.
 #include <omp.h>
@@ -16,6 +16,8 @@ namespace {
 
 using AttendFn = void (*)(const float *, const float *, int64_t, const float *, int64_t, const uint8_t *, int64_t,
                           int64_t, float, float *, float *);
+using AttendAllHeadsFn = void (*)(const float *, const float *, int64_t, const float *, int64_t, const uint8_t *,
+                                  int64_t, int64_t, float, float *, float *);
 
 class StepAttentionBase : public Kernel {
 public:
@@ -31,7 +33,9 @@ public:
     avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
     avx2_ = !avx512_ && attention::cpuHasAvx2Fma() && attrs_.headDim % 8 == 0;
     attend_ = avx512_ ? decode::attendAvx512 : avx2_ ? decode::attendAvx2 : decode::attendReference;
-    allHeads_ = avx512_ && attrs_.headDim == 64 && attrs_.heads <= 64;
+    const bool allHeads = (avx512_ || avx2_) && attrs_.headDim == 64 && attrs_.heads <= 64;
+    attendAllHeads_ = !allHeads ? nullptr : avx512_ ? decode::attendAllHeads64Avx512 : decode::attendAllHeads64Avx2;
+    allHeads_ = attendAllHeads_ != nullptr;
     return Status::OK();
   }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
@@ -74,6 +78,7 @@ protected:
 
   decode::StepAttentionAttrs attrs_;
   AttendFn attend_ = decode::attendReference;
+  AttendAllHeadsFn attendAllHeads_ = nullptr;  // head_dim 64 on AVX-512 or AVX2
   bool allHeads_ = false;
 
 private:
@@ -95,7 +100,7 @@ public:
     float *y = a.outputs[0].as<float>();
     if (allHeads_)
       return runRows(a, R, keys, [&](int64_t r, float *scores) {
-        decode::attendAllHeads64Avx512(q + r * Wq + attrs_.qOffset, k + r * Tc * D, D, v + r * Tc * D, D, nullptr,
+        attendAllHeads_(q + r * Wq + attrs_.qOffset, k + r * Tc * D, D, v + r * Tc * D, D, nullptr,
                                        steps.at(r) + 1, H, attrs_.scale, scores, y + r * H * dk);
       });
     return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
@@ -120,7 +125,7 @@ public:
     if (allHeads_)
       return runRows(a, R, S, [&](int64_t r, float *scores) {
         const int64_t n = rows[r];
-        decode::attendAllHeads64Avx512(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk,
+        attendAllHeads_(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk,
                                        v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, S, H, attrs_.scale, scores,
                                        y + r * H * dk);
       });

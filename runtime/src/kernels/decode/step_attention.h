@@ -1,6 +1,7 @@
 // Fast tfm.cached_attention and tfm.gathered_attention: (query row, head) pairs in parallel, an
 // AVX-512 inner loop when the CPU has it and head_dim is a multiple of 16, else an AVX2 one when
-// the CPU has AVX2 + FMA and head_dim is a multiple of 8.
+// the CPU has AVX2 + FMA and head_dim is a multiple of 8; rows in parallel, all heads at once,
+// for head_dim 64 on either ISA.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,10 @@ void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v,
 // value row is read once, in order. `scores` holds heads x round_up(n, 16) floats; out heads x 64.
 void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                             const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
+// The same on 8 lanes: `scores` holds heads x round_up(n, 8) floats. Enter only after
+// attention::cpuHasAvx2Fma().
+void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                          const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
 }  // namespace decode
 
 }  // namespace tfmrt

@@ -1,7 +1,9 @@
-// AVX2 + FMA body of the one-query-row attention (see step_attention.h), for CPUs without
-// AVX-512: attendAvx512's three passes on 8 lanes, per (row, head). The portable loop
-// (attendReference: a scalar std::exp per key) took 1.1 ms of a 5.5 ms greedy decoder step on a
-// Zen 3.
+// AVX2 + FMA bodies of the one-query-row attention (see step_attention.h), for CPUs without
+// AVX-512: attendAvx512's three passes on 8 lanes, per (row, head), and the all-heads body for
+// head_dim 64. The portable loop (attendReference: a scalar std::exp per key) took 1.1 ms of a
+// 5.5 ms greedy decoder step on a Zen 3; per (row, head) pairs, the cross-attention's key loads
+// still took half of the kernel's time there (each pair reads 256 bytes of every 1 KB key row, and
+// the memory is not in cache after a step's weights went through).
 //
 // Compiled with -mavx2 -mfma and entered only after attention::cpuHasAvx2Fma(); no C++ library
 // header, no inline function of a shared header (see packed_gemm_avx512.cpp).
@@ -11,10 +13,96 @@
 #include "kernels/decode/step_attention.h"
 
 namespace tfmrt::decode {
+namespace {
+
+constexpr float kLog2e = 1.44269504088896340736f;
+
+// Lane j of the result = the sum of the 8 lanes of v[j]: 8 dot products finished together.
+inline __m256 transposeSum8(const __m256 *v) {
+  // hadd(hadd(v0, v1), hadd(v2, v3)) = [sums of v0..v3 over lanes 0-3 | the same over lanes 4-7]
+  const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+}  // namespace
+
+void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                          const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  constexpr int64_t dk = 64;
+  const int64_t nPad = (n + 7) / 8 * 8;
+  const float kMinusInf = -__builtin_inff();
+  const __m256 minusInf = _mm256_set1_ps(kMinusInf);
+  // Scores, 8 keys x one head at a time: each key row is read in order (all heads of a key are
+  // adjacent); masked and past-the-end lanes get -inf, and keys past n read key 0 instead.
+  __m256 maxes[64];  // per head (heads <= 64: checked by the caller)
+  for (int64_t h = 0; h < heads; ++h) maxes[h] = minusInf;
+  bool any = false;
+  for (int64_t p0 = 0; p0 < n; p0 += 8) {
+    const int count = n - p0 >= 8 ? 8 : int(n - p0);
+    alignas(32) int32_t liveBits[8];
+    bool anyLive = false;
+    for (int j = 0; j < 8; ++j) {
+      liveBits[j] = j < count && (!keep || keep[p0 + j]) ? -1 : 0;
+      anyLive |= liveBits[j] != 0;
+    }
+    if (!anyLive) {
+      for (int64_t h = 0; h < heads; ++h) _mm256_storeu_ps(scores + h * nPad + p0, minusInf);
+      continue;
+    }
+    any = true;
+    const __m256 live = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(liveBits)));
+    const float *rows[8];
+    for (int j = 0; j < 8; ++j) rows[j] = k + (p0 + (j < count ? j : 0)) * kStride;
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *qh = q + h * dk;
+      __m256 acc[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const float *kr = rows[j] + h * dk;
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(kr));
+#pragma GCC unroll 7
+        for (int c = 1; c < 8; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), _mm256_loadu_ps(kr + 8 * c), a);
+        acc[j] = a;
+      }
+      const __m256 s = _mm256_blendv_ps(minusInf, _mm256_mul_ps(transposeSum8(acc), _mm256_set1_ps(scale)), live);
+      _mm256_storeu_ps(scores + h * nPad + p0, s);
+      maxes[h] = _mm256_max_ps(maxes[h], s);
+    }
+  }
+  for (int64_t j = 0; j < heads * dk; j += 8) _mm256_storeu_ps(out + j, _mm256_setzero_ps());
+  if (!any) return;  // a fully masked row gives zeros
+  // Per head: softmax numerators (masked keys: exactly 0), then out = sum_p w_p V[p] / sum with 8
+  // accumulators (one head's 64 columns), V rows in order. Masked keys are skipped, not weighted
+  // by 0 (a stale V may be NaN).
+  const __m256 l2e = _mm256_set1_ps(kLog2e);
+  for (int64_t h = 0; h < heads; ++h) {
+    const __m256 shift = _mm256_set1_ps(avx2::reduceMax(maxes[h]) * kLog2e);
+    __m256 sums = _mm256_setzero_ps();
+    float *sh = scores + h * nPad;
+    for (int64_t p = 0; p < nPad; p += 8) {
+      const __m256 e = avx2::exp2v(_mm256_fmsub_ps(_mm256_loadu_ps(sh + p), l2e, shift));
+      _mm256_storeu_ps(sh + p, e);
+      sums = _mm256_add_ps(sums, e);
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / avx2::reduceAdd(sums));
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < n; ++p) {
+      if (keep && !keep[p]) continue;
+      const __m256 w = _mm256_broadcast_ss(sh + p);
+      const float *vp = v + p * vStride + h * dk;
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 8 * c), acc[c]);
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + h * dk + 8 * c, _mm256_mul_ps(acc[c], inv));
+  }
+}
 
 void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
                 int64_t n, int64_t dk, float scale, float *scores, float *out) {
-  constexpr float kLog2e = 1.44269504088896340736f;
   const float kMinusInf = -__builtin_inff();
   float mx = kMinusInf;
   bool any = false;
