@@ -1,8 +1,8 @@
 // Model specs through the parser and the importer (fuzz_spec covers the parser alone, faster):
 // a spec that parses is imported into tfm IR (forward, gradients, train_step and translate
 // entries), which must verify -- the importer builds only valid IR from a valid spec. One
-// MLIRContext for many inputs (one per input was most of the time; see context()); each
-// input's module is destroyed before the next. Most of what remains is the verifier's op rules.
+// MLIRContext for the whole campaign (one per input was most of the time); each input's module
+// is destroyed before the next. Most of what remains is the verifier's op rules.
 // Stacks deeper than kMaxLayers are imported kMaxLayers deep: the importer emits the same ops for
 // every layer, so depth adds no coverage, but time grows with it and libFuzzer's corpus drifts
 // toward deep specs (82-layer inputs took 0.9 s each under ASan; the rate fell from 668 to 130
@@ -23,25 +23,17 @@
 
 namespace {
 constexpr int64_t kMaxLayers = 3;
-// A context keeps every type, attribute and identifier it ever uniqued: over a campaign it grew
-// to >1 GB and the rate fell from ~620 to ~200 executions per second within 25 minutes (a fresh
-// process on the same corpus started at ~620 again). So a fresh context every this many inputs
-// (creating one costs a few ms).
-constexpr int kInputsPerContext = 5000;
 
 mlir::MLIRContext &context() {
-  static std::unique_ptr<mlir::MLIRContext> ctx;
-  static int uses = 0;
-  if (!ctx || ++uses > kInputsPerContext) {
-    ctx.reset();
-    uses = 1;
+  static mlir::MLIRContext *ctx = [] {
     // Single-threaded: the verifier's per-function worker threads only contend with the
     // campaign's other processes (one per core).
-    ctx = std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
-    ctx->loadDialect<tfm::TfmDialect, mlir::func::FuncDialect>();
-    ctx->printOpOnDiagnostic(false);
-    ctx->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
-  }
+    auto *c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
+    c->loadDialect<tfm::TfmDialect, mlir::func::FuncDialect>();
+    c->printOpOnDiagnostic(false);
+    c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
+    return c;
+  }();
   return *ctx;
 }
 }  // namespace
