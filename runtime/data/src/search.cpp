@@ -120,8 +120,9 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
 }  // namespace
 
 // Produces next-token scores [R, 1, V] for rows given by (slot, parent row, position, prefix):
-// log-probabilities (normalised) or logits. Sentences live in slots: `admit` encodes sources into
-// free slots, and a row's sentence is its slot.
+// log-probabilities (normalised) or logits. Sources are encoded a block at a time (`encode`, many
+// sentences in one call, so the encoder's products have many rows) and sentences of the last
+// block enter free slots (`admit`); a row's sentence is its slot.
 struct Translator::Decoder {
   virtual ~Decoder() = default;
   virtual bool normalised() const = 0;
@@ -131,8 +132,12 @@ struct Translator::Decoder {
   // Up to `slots` sentences of up to `maxSource` tokens (EOS included), `maxRows` rows and
   // `maxSteps` positions.
   virtual Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) = 0;
-  // Encodes src [n, S] (S <= maxSource; padded rows) into slots[0..n-1].
-  virtual Status admit(const Tensor &src, const std::vector<int32_t> &slots) = 0;
+  // Encodes src [n, S] (S <= maxSource; rows padded): the block the next admits take from.
+  virtual Status encode(const Tensor &src) = 0;
+  // Row blockRows[i] of the last encoded block (a source of lengths[i] tokens, EOS included)
+  // into slot slots[i].
+  virtual Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &lengths,
+                       const std::vector<int32_t> &slots) = 0;
   virtual Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
                       const std::vector<int32_t> &parents, const std::vector<const std::vector<int32_t> *> &prefixes,
                       const Tensor *&logits) = 0;
@@ -140,8 +145,8 @@ struct Translator::Decoder {
 
 namespace {
 
-// Sources and encoder outputs held per slot: encoded batches are copied into their slots'
-// rows [0, S) (positions past a source's length are padding in `src`, so never attended to).
+// Sources and encoder outputs held per slot: rows of an encoded block are copied into their
+// slots' rows [0, S) (positions past a source's length are padding in `src`, so never attended to).
 struct SlotBuffers {
   Tensor src;                  // [slots, maxSource] ids, pad-filled
   std::vector<Tensor> values;  // [slots, maxSource, D] each
@@ -151,20 +156,20 @@ struct SlotBuffers {
     values.resize(count);
     for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, D});
   }
-  // Row i of srcBatch [n, S] and of each cross K/V [n, S, D] (encode's outputs after the
-  // memory) into slot slots[i].
-  void store(const Tensor &srcBatch, const std::vector<Tensor> &encoded, const std::vector<int32_t> &slots,
-             int32_t pad) {
-    const int64_t n = srcBatch.shape[0], S = srcBatch.shape[1], Smax = src.shape[1];
-    for (int64_t i = 0; i < n; ++i) {
-      int32_t *row = src.data<int32_t>() + int64_t(slots[size_t(i)]) * Smax;
-      std::copy(srcBatch.data<int32_t>() + i * S, srcBatch.data<int32_t>() + (i + 1) * S, row);
+  // Row rows[i] of block [n, S] and of encoded[first + v] [n, S, D] into slot slots[i].
+  void store(const Tensor &block, const std::vector<Tensor> &encoded, size_t first, const std::vector<int32_t> &rows,
+             const std::vector<int32_t> &slots, int32_t pad) {
+    const int64_t S = block.shape[1], Smax = src.shape[1];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t r = rows[i], slot = slots[i];
+      int32_t *row = src.data<int32_t>() + slot * Smax;
+      std::copy(block.data<int32_t>() + r * S, block.data<int32_t>() + (r + 1) * S, row);
       std::fill(row + S, row + Smax, pad);
       for (size_t v = 0; v < values.size(); ++v) {
         const int64_t D = values[v].shape[2];
-        float *slot = values[v].data<float>() + int64_t(slots[size_t(i)]) * Smax * D;
-        std::memcpy(slot, encoded[1 + v].data<float>() + i * S * D, size_t(S * D) * sizeof(float));
-        std::fill(slot + S * D, slot + Smax * D, 0.f);  // masked, but never stale (0 * NaN)
+        float *dst = values[v].data<float>() + slot * Smax * D;
+        std::memcpy(dst, encoded[first + v].data<float>() + r * S * D, size_t(S * D) * sizeof(float));
+        std::fill(dst + S * D, dst + Smax * D, 0.f);  // masked, but never stale (0 * NaN)
       }
     }
   }
@@ -188,13 +193,17 @@ public:
     reserved_ = false;  // sized at the first admit, once D is known
     return Status::OK();
   }
-  Status admit(const Tensor &src, const std::vector<int32_t> &slots) override {
-    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
+  Status encode(const Tensor &src) override {
+    block_ = src;
+    return session_->run("encode", {src}, encoded_);
+  }
+  Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &,
+               const std::vector<int32_t> &slots) override {
     if (!reserved_) {
       buffers_.reserve(slots_, maxSource_, pad_, encoded_.size() - 1, encoded_[0].shape[2]);
       reserved_ = true;
     }
-    buffers_.store(src, encoded_, slots, pad_);
+    buffers_.store(block_, encoded_, 1, blockRows, slots, pad_);  // the cross K/V, not the memory
     return Status::OK();
   }
   Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
@@ -233,39 +242,58 @@ private:
   int64_t slots_ = 0, maxSource_ = 0;
   bool reserved_ = false;
   SlotBuffers buffers_;  // src and cross_k.l / cross_v.l per slot
+  Tensor block_;         // the last encoded block's sources
   std::vector<Tensor> encoded_, inputs_, out_;
 };
 
 // The reference path: `decode` over [BOS] + prefix for every row, every step. Not continuous:
-// the rows are at one position and the slots hold one encoded batch (slot -> its row there).
+// the rows are at one position. Each call's sources and memory are as long as the longest source
+// in flight.
 class FullPrefixDecoder final : public Translator::Decoder {
 public:
-  FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos) : session_(std::move(session)), bos_(bos) {}
+  FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad)
+      : session_(std::move(session)), bos_(bos), pad_(pad) {}
   bool normalised() const override { return false; }
   bool continuous() const override { return false; }
-  Status reserve(int64_t slots, int64_t, int64_t, int64_t) override {
-    batchRow_.assign(size_t(slots), -1);
+  Status reserve(int64_t slots, int64_t maxSource, int64_t, int64_t) override {
+    slots_ = slots;
+    maxSource_ = maxSource;
+    reserved_ = false;
+    slotLength_.assign(size_t(slots), 0);
+    repSlots_.clear();
     return Status::OK();
   }
-  Status admit(const Tensor &src, const std::vector<int32_t> &slots) override {
-    TFMRT_RETURN_IF_ERROR(session_->run("encode", {src}, encoded_));
-    src_ = src;
-    for (size_t i = 0; i < slots.size(); ++i) batchRow_[size_t(slots[i])] = int32_t(i);
+  Status encode(const Tensor &src) override {
+    block_ = src;
+    return session_->run("encode", {src}, encoded_);
+  }
+  Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &lengths,
+               const std::vector<int32_t> &slots) override {
+    if (!reserved_) {
+      buffers_.reserve(slots_, maxSource_, pad_, 1, encoded_[0].shape[2]);
+      reserved_ = true;
+    }
+    buffers_.store(block_, encoded_, 0, blockRows, slots, pad_);  // the memory
+    for (size_t i = 0; i < slots.size(); ++i) slotLength_[size_t(slots[i])] = lengths[i];
     repSlots_.clear();
     return Status::OK();
   }
   Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
               const std::vector<int32_t> &, const std::vector<const std::vector<int32_t> *> &prefixes,
               const Tensor *&logits) override {
-    const int64_t R = int64_t(rowSlot.size()), S = src_.shape[1], D = encoded_[0].shape[2], T = positions[0] + 1;
+    const int64_t R = int64_t(rowSlot.size()), T = positions[0] + 1, Smax = buffers_.src.shape[1];
+    const int64_t D = buffers_.values[0].shape[2];
     // Source and memory rows per hypothesis, rebuilt only when some row's sentence changes.
     if (rowSlot != repSlots_) {
+      int64_t S = 1;
+      for (int32_t slot : rowSlot) S = std::max<int64_t>(S, slotLength_[size_t(slot)]);
       srcRep_ = Tensor(tfmrt::DType::I32, {R, S});
       memRep_ = Tensor(tfmrt::DType::F32, {R, S, D});
       for (int64_t r = 0; r < R; ++r) {
-        const int64_t n = batchRow_[size_t(rowSlot[r])];
-        std::memcpy(srcRep_.data<int32_t>() + r * S, src_.data<int32_t>() + n * S, size_t(S) * sizeof(int32_t));
-        std::memcpy(memRep_.data<float>() + r * S * D, encoded_[0].data<float>() + n * S * D,
+        const int64_t slot = rowSlot[r];
+        std::memcpy(srcRep_.data<int32_t>() + r * S, buffers_.src.data<int32_t>() + slot * Smax,
+                    size_t(S) * sizeof(int32_t));
+        std::memcpy(memRep_.data<float>() + r * S * D, buffers_.values[0].data<float>() + slot * Smax * D,
                     size_t(S * D) * sizeof(float));
       }
       repSlots_ = rowSlot;
@@ -284,9 +312,12 @@ public:
 
 private:
   std::unique_ptr<tfmrt::Session> session_;
-  int32_t bos_;
-  std::vector<int32_t> batchRow_;
-  Tensor src_, srcRep_, memRep_;
+  int32_t bos_, pad_;
+  int64_t slots_ = 0, maxSource_ = 0;
+  bool reserved_ = false;
+  SlotBuffers buffers_;              // src and the memory per slot
+  std::vector<int32_t> slotLength_;  // source tokens (EOS included) per slot
+  Tensor block_, srcRep_, memRep_;
   std::vector<int32_t> repSlots_;
   std::vector<Tensor> encoded_, out_;
 };
@@ -308,6 +339,7 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
+  if (o.encodeBlockTokens < 1) return tfmrt::invalidArgument("the encoder's block size (tokens) must be >= 1");
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
     return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
   const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
@@ -327,7 +359,7 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
     const bool perRow = fn.inputs.size() > 1 && fn.values[fn.inputs[1]].shape.size() == 1;
     t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.pad, o.maxLen, perRow);
   } else {
-    t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos);
+    t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos, o.pad);
   }
   out = std::move(t);
   return Status::OK();
@@ -370,9 +402,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   std::iota(freeSlots.rbegin(), freeSlots.rend(), 0);  // popped from the back: lowest first
   std::vector<int64_t> inFlight;                       // sentences being decoded, in admission order
   std::vector<int32_t> slotOf(static_cast<size_t>(N), -1);
-  int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0, admittedLength = 0;
+  int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0;
+  int64_t blockFirst = 0, blockEnd = 0;  // the encoded block: sentences [blockFirst, blockEnd)
+  const int64_t encodeBudget = o.encodeBlockTokens;
 
-  std::vector<int32_t> rowSlot, parents, positions, admitted;
+  std::vector<int32_t> rowSlot, parents, positions, admitted, blockRows, lengths, admittedSlots;
   std::vector<const std::vector<int32_t> *> prefixes;
   std::vector<uint8_t> taken;
   std::vector<RowTop> tops;
@@ -380,41 +414,65 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   const size_t keep = greedy ? 1 : size_t(2 * K);
   for (;;) {
     // Admission: into free slots, a group at a time, the caller's order; with a source-token
-    // limit, as many as keep (sentences x longest) within it (at least one).
+    // limit, as many as keep (sentences x longest) within it (at least one). Sources are encoded
+    // ahead in blocks of up to encodeBlockTokens padded positions, independent of the slots; a
+    // group that reaches the end of a block continues in the next one.
     if (nextSentence < N && (inFlight.empty() || int64_t(freeSlots.size()) >= refillAt)) {
-      admitted.clear();
-      int64_t longest = inFlightLongest, S = 0;
-      while (nextSentence < N && !freeSlots.empty()) {
-        const int64_t len = int64_t(srcIds[nextSentence].size());
-        const int64_t count = int64_t(inFlight.size() + admitted.size()) + 1;
-        if (o.maxSourceTokens > 0 && count > 1 && count * std::max(longest, len) > o.maxSourceTokens) break;
-        longest = std::max(longest, len);
-        S = std::max(S, len);
-        slotOf[nextSentence] = freeSlots.back();
-        freeSlots.pop_back();
-        admitted.push_back(int32_t(nextSentence++));
-      }
-      if (!admitted.empty()) {
-        const int64_t n = int64_t(admitted.size());
-        batchIds.assign(size_t(n * S), o.pad);
-        std::vector<int32_t> admittedSlots;
-        for (int64_t i = 0; i < n; ++i) {
-          const auto &ids = srcIds[size_t(admitted[size_t(i)])];
-          std::copy(ids.begin(), ids.end(), batchIds.begin() + i * S);
-          admittedSlots.push_back(slotOf[size_t(admitted[size_t(i)])]);
+      int64_t longest = inFlightLongest;
+      bool limited = false;
+      while (!limited && nextSentence < N && !freeSlots.empty()) {
+        if (nextSentence >= blockEnd) {
+          // Sentences come longest first from `tfmc translate`, but any order is handled: the
+          // block is padded to its longest source.
+          const int64_t budget = o.maxSourceTokens > 0 ? std::min(encodeBudget, o.maxSourceTokens) : encodeBudget;
+          int64_t S = 0, end = nextSentence;
+          while (end < N) {
+            const int64_t wider = std::max<int64_t>(S, int64_t(srcIds[size_t(end)].size()));
+            if (end > nextSentence && (end - nextSentence + 1) * wider > budget) break;
+            S = wider;
+            ++end;
+          }
+          blockFirst = nextSentence;
+          blockEnd = end;
+          batchIds.assign(size_t((end - blockFirst) * S), o.pad);
+          for (int64_t n = blockFirst; n < end; ++n)
+            std::copy(srcIds[size_t(n)].begin(), srcIds[size_t(n)].end(), batchIds.begin() + (n - blockFirst) * S);
+          const auto t0 = Clock::now();
+          TFMRT_RETURN_IF_ERROR(decoder_->encode(Tensor::i32({end - blockFirst, S}, batchIds)));
+          work_.admitSeconds += secondsSince(t0);
+          work_.encodedPositions += (end - blockFirst) * S;
+        }
+        admitted.clear();
+        while (nextSentence < blockEnd && !freeSlots.empty()) {
+          const int64_t len = int64_t(srcIds[nextSentence].size());
+          const int64_t count = int64_t(inFlight.size() + admitted.size()) + 1;
+          if (o.maxSourceTokens > 0 && count > 1 && count * std::max(longest, len) > o.maxSourceTokens) {
+            limited = true;
+            break;
+          }
+          longest = std::max(longest, len);
+          slotOf[nextSentence] = freeSlots.back();
+          freeSlots.pop_back();
+          admitted.push_back(int32_t(nextSentence++));
+        }
+        if (admitted.empty()) break;
+        blockRows.clear();
+        lengths.clear();
+        admittedSlots.clear();
+        for (int32_t n : admitted) {
+          blockRows.push_back(int32_t(n - blockFirst));
+          lengths.push_back(int32_t(srcIds[size_t(n)].size()));
+          admittedSlots.push_back(slotOf[size_t(n)]);
           Live root;
           root.row = -1;  // no cache row yet
-          SentenceState &st = state[size_t(admitted[size_t(i)])];
-          st.live.push_back(std::move(root));
-          inFlight.push_back(admitted[size_t(i)]);
+          state[size_t(n)].live.push_back(std::move(root));
+          inFlight.push_back(n);
         }
-        inFlightLongest = longest;
         const auto t0 = Clock::now();
-        TFMRT_RETURN_IF_ERROR(decoder_->admit(Tensor::i32({n, S}, batchIds), admittedSlots));
+        TFMRT_RETURN_IF_ERROR(decoder_->admit(blockRows, lengths, admittedSlots));
         work_.admitSeconds += secondsSince(t0);
-        work_.encodedPositions += n * S;
-        admittedLength = S;  // the padded source length of the last admitted batch
       }
+      inFlightLongest = longest;
     }
     if (inFlight.empty()) break;
 
@@ -460,7 +518,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       work_.decoderPositions += R;
     } else {  // decode: every row's whole prefix, and its memory re-projected
       work_.decoderPositions += R * (int64_t(positions[0]) + 1);
-      work_.memoryPositions += R * admittedLength;
+      work_.memoryPositions += R * inFlightLongest;  // the memory is as long as the longest source in flight
     }
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");

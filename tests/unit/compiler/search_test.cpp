@@ -295,25 +295,37 @@ TEST(CachedDecoding, BeamSameWithAndWithoutCache) {
       EXPECT_GT(full->work().decoderPositions, full->work().rows);
       EXPECT_GT(full->work().memoryPositions, 0);
       // Continuous batching (one or two sentences in flight, refilled as they finish) and the
-      // full-prefix decoder a batch at a time: the same hypotheses and scores.
-      for (int64_t inFlight : {1, 2}) {
-        for (bool cache : {true, false}) {
-          o.useCache = cache;
-          o.maxSentences = inFlight;
-          std::unique_ptr<tfmdata::Translator> t;
-          ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
-          std::vector<std::vector<tfmdata::Hypothesis>> c;
-          ASSERT_TRUE(t->translate(sources, c).ok());
-          ASSERT_EQ(c.size(), a.size());
-          for (size_t i = 0; i < a.size(); ++i) {
-            ASSERT_EQ(c[i].size(), a[i].size());
-            for (size_t k = 0; k < a[i].size(); ++k) {
-              EXPECT_EQ(c[i][k].tokens, a[i][k].tokens) << "in flight " << inFlight << " cache " << cache;
-              EXPECT_NEAR(c[i][k].score, a[i][k].score, 1e-5);
+      // full-prefix decoder a batch at a time, with the sources encoded all at once or in blocks
+      // (budget 3: a sentence per block; 12: the 6- and 2-token sources together, so a group of
+      // two in flight spans blocks): the same hypotheses and scores.
+      for (int64_t blockTokens : {int64_t(4096), int64_t(3), int64_t(12)})
+        for (int64_t inFlight : {0, 1, 2}) {
+          for (bool cache : {true, false}) {
+            o.useCache = cache;
+            o.maxSentences = inFlight;
+            o.encodeBlockTokens = blockTokens;
+            std::unique_ptr<tfmdata::Translator> t;
+            ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+            std::vector<std::vector<tfmdata::Hypothesis>> c;
+            ASSERT_TRUE(t->translate(sources, c).ok());
+            ASSERT_EQ(c.size(), a.size());
+            // Padded positions encoded: all four sources (6, 2, 9, 3 tokens with EOS) padded to
+            // their block's longest.
+            const int64_t encoded = blockTokens == 4096 ? 4 * 9 : blockTokens == 3 ? 6 + 2 + 9 + 3 : 2 * 6 + 9 + 3;
+            EXPECT_EQ(t->work().encodedPositions, encoded) << "block " << blockTokens;
+            for (size_t i = 0; i < a.size(); ++i) {
+              ASSERT_EQ(c[i].size(), a[i].size());
+              for (size_t k = 0; k < a[i].size(); ++k) {
+                EXPECT_EQ(c[i][k].tokens, a[i][k].tokens)
+                    << "in flight " << inFlight << " cache " << cache << " block " << blockTokens;
+                EXPECT_NEAR(c[i][k].score, a[i][k].score, 1e-5);
+              }
             }
           }
         }
-      }
+      o.encodeBlockTokens = 0;
+      std::unique_ptr<tfmdata::Translator> refused;
+      EXPECT_FALSE(tfmdata::Translator::create(*model, o, refused).ok());
       for (size_t i = 0; i < sources.size(); ++i) {
         ASSERT_EQ(a[i].size(), b[i].size());
         ASSERT_FALSE(a[i].empty());

@@ -195,7 +195,8 @@ TEST(PackedGemmResidual, OutputMayBeTheResidual) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedGemm,
                          ::testing::Values(GemmCase{1, 1, 1}, GemmCase{1, 7, 5}, GemmCase{5, 3, 16}, GemmCase{6, 64, 64},
                                            GemmCase{7, 64, 65}, GemmCase{13, 17, 130}, GemmCase{32, 256, 256},
-                                           GemmCase{3, 256, 1000}, GemmCase{12, 1024, 64}),
+                                           GemmCase{3, 256, 1000}, GemmCase{12, 1024, 64}, GemmCase{8, 33, 20},
+                                           GemmCase{14, 40, 48}),
                          [](const auto &info) {
                            return "M" + std::to_string(info.param.m) + "K" + std::to_string(info.param.k) + "N" +
                                   std::to_string(info.param.n);

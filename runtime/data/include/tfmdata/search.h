@@ -35,6 +35,10 @@ struct SearchOptions {
   // With it, admission keeps sentences x longest source (EOS included) within this many tokens
   // (0: no limit; at least one sentence).
   int64_t maxSourceTokens = 0;
+  // Sources are encoded ahead in blocks of up to this many padded positions (sentences x longest,
+  // at least one sentence; also within maxSourceTokens when that is set), so the encoder's
+  // products have many rows however few slots are free at a time.
+  int64_t encodeBlockTokens = 4096;
   // Sampling (beam 1 only): draw each token from softmax(logits / temperature) restricted to the
   // topK most likely tokens (0: all) and to the smallest set whose probability reaches topP.
   // Draws depend only on (seed, sentence id, position), not on batching or threads.
