@@ -37,8 +37,10 @@ struct SearchOptions {
   int64_t maxSourceTokens = 0;
   // Sources are encoded ahead in blocks of up to this many padded positions (sentences x longest,
   // at least one sentence; also within maxSourceTokens when that is set), so the encoder's
-  // products have many rows however few slots are free at a time.
-  int64_t encodeBlockTokens = 4096;
+  // products have many rows however few slots are free at a time. On test_2016 (greedy, small,
+  // longest first), 512-2048 encoded in 0.84-0.94 s where refill groups took 1.31 s; 4096 padded
+  // 17 % more positions than 1024's 3 %.
+  int64_t encodeBlockTokens = 1024;
   // Sampling (beam 1 only): draw each token from softmax(logits / temperature) restricted to the
   // topK most likely tokens (0: all) and to the smallest set whose probability reaches topP.
   // Draws depend only on (seed, sentence id, position), not on batching or threads.
