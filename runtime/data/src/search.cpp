@@ -145,41 +145,59 @@ struct Translator::Decoder {
 
 namespace {
 
-// Sources and encoder outputs held per slot: rows of an encoded block are copied into their
-// slots' rows [0, S) (positions past a source's length are padding in `src`, so never attended to).
+// The last encoded block and, per slot, its source and the encoder outputs [first, first + count)
+// (count 0: all from `first`): admitted rows of the block are copied into their slots' rows
+// [0, S) (positions past a source's length are padding in `src`, so never attended to).
 struct SlotBuffers {
-  Tensor src;                  // [slots, maxSource] ids, pad-filled
-  std::vector<Tensor> values;  // [slots, maxSource, D] each
-  void reserve(int64_t slots, int64_t maxSource, int32_t pad, size_t count, int64_t D) {
-    src.resize(tfmrt::DType::I32, {slots, maxSource});
-    std::fill(src.data<int32_t>(), src.data<int32_t>() + slots * maxSource, pad);
-    values.resize(count);
-    for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, D});
+  size_t first = 0, count = 0;
+  Tensor block;                 // the last encoded block's sources [n, S]
+  std::vector<Tensor> encoded;  // encode's outputs for it
+  Tensor src;                   // [slots, maxSource] ids, pad-filled
+  std::vector<Tensor> values;   // [slots, maxSource, D] each
+  int64_t slots = 0, maxSource = 0;
+  bool sized = false;  // at the first store, once D is known
+
+  void reset(int64_t slotCount, int64_t maxSourceTokens) {
+    slots = slotCount;
+    maxSource = maxSourceTokens;
+    sized = false;
   }
-  // Row rows[i] of block [n, S] and of encoded[first + v] [n, S, D] into slot slots[i].
-  void store(const Tensor &block, const std::vector<Tensor> &encoded, size_t first, const std::vector<int32_t> &rows,
-             const std::vector<int32_t> &slots, int32_t pad) {
-    const int64_t S = block.shape[1], Smax = src.shape[1];
+  Status encode(tfmrt::Session &session, const Tensor &sources) {
+    block = sources;
+    return session.run("encode", {sources}, encoded);
+  }
+  // Row rows[i] of the block into slot slots[i].
+  void store(const std::vector<int32_t> &rows, const std::vector<int32_t> &slotsOf, int32_t pad) {
+    if (!sized) {
+      src.resize(tfmrt::DType::I32, {slots, maxSource});
+      std::fill(src.data<int32_t>(), src.data<int32_t>() + slots * maxSource, pad);
+      values.resize(count ? count : encoded.size() - first);
+      for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, encoded[first].shape[2]});
+      sized = true;
+    }
+    const int64_t S = block.shape[1];
     for (size_t i = 0; i < rows.size(); ++i) {
-      const int64_t r = rows[i], slot = slots[i];
-      int32_t *row = src.data<int32_t>() + slot * Smax;
+      const int64_t r = rows[i], slot = slotsOf[i];
+      int32_t *row = src.data<int32_t>() + slot * maxSource;
       std::copy(block.data<int32_t>() + r * S, block.data<int32_t>() + (r + 1) * S, row);
-      std::fill(row + S, row + Smax, pad);
+      std::fill(row + S, row + maxSource, pad);
       for (size_t v = 0; v < values.size(); ++v) {
         const int64_t D = values[v].shape[2];
-        float *dst = values[v].data<float>() + slot * Smax * D;
+        float *dst = values[v].data<float>() + slot * maxSource * D;
         std::memcpy(dst, encoded[first + v].data<float>() + r * S * D, size_t(S * D) * sizeof(float));
-        std::fill(dst + S * D, dst + Smax * D, 0.f);  // masked, but never stale (0 * NaN)
+        std::fill(dst + S * D, dst + maxSource * D, 0.f);  // masked, but never stale (0 * NaN)
       }
     }
   }
 };
 
-// encode once per admitted batch, then decode_step with the session's K/V cache.
+// encode once per block of sources, then decode_step with the session's K/V cache.
 class CachedDecoder final : public Translator::Decoder {
 public:
   CachedDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad, int64_t maxLen, bool perRowSteps)
-      : session_(std::move(session)), bos_(bos), pad_(pad), maxLen_(maxLen), perRowSteps_(perRowSteps) {}
+      : session_(std::move(session)), bos_(bos), pad_(pad), maxLen_(maxLen), perRowSteps_(perRowSteps) {
+    buffers_.first = 1;  // the cross K/V, not the memory
+  }
   bool normalised() const override { return true; }  // decode_step ends in tfm.log_softmax
   bool continuous() const override { return perRowSteps_; }
   Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) override {
@@ -188,22 +206,13 @@ public:
     int64_t steps = 16;
     while (steps < maxSteps) steps *= 2;
     TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, std::max(maxSteps, std::min(steps, maxLen_))}));
-    slots_ = slots;
-    maxSource_ = maxSource;
-    reserved_ = false;  // sized at the first admit, once D is known
+    buffers_.reset(slots, maxSource);
     return Status::OK();
   }
-  Status encode(const Tensor &src) override {
-    block_ = src;
-    return session_->run("encode", {src}, encoded_);
-  }
+  Status encode(const Tensor &src) override { return buffers_.encode(*session_, src); }
   Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &,
                const std::vector<int32_t> &slots) override {
-    if (!reserved_) {
-      buffers_.reserve(slots_, maxSource_, pad_, encoded_.size() - 1, encoded_[0].shape[2]);
-      reserved_ = true;
-    }
-    buffers_.store(block_, encoded_, 1, blockRows, slots, pad_);  // the cross K/V, not the memory
+    buffers_.store(blockRows, slots, pad_);
     return Status::OK();
   }
   Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
@@ -239,11 +248,8 @@ private:
   int32_t bos_, pad_;
   int64_t maxLen_;
   bool perRowSteps_;
-  int64_t slots_ = 0, maxSource_ = 0;
-  bool reserved_ = false;
   SlotBuffers buffers_;  // src and cross_k.l / cross_v.l per slot
-  Tensor block_;         // the last encoded block's sources
-  std::vector<Tensor> encoded_, inputs_, out_;
+  std::vector<Tensor> inputs_, out_;
 };
 
 // The reference path: `decode` over [BOS] + prefix for every row, every step. Not continuous:
@@ -252,28 +258,21 @@ private:
 class FullPrefixDecoder final : public Translator::Decoder {
 public:
   FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad)
-      : session_(std::move(session)), bos_(bos), pad_(pad) {}
+      : session_(std::move(session)), bos_(bos), pad_(pad) {
+    buffers_.count = 1;  // the memory
+  }
   bool normalised() const override { return false; }
   bool continuous() const override { return false; }
   Status reserve(int64_t slots, int64_t maxSource, int64_t, int64_t) override {
-    slots_ = slots;
-    maxSource_ = maxSource;
-    reserved_ = false;
+    buffers_.reset(slots, maxSource);
     slotLength_.assign(size_t(slots), 0);
     repSlots_.clear();
     return Status::OK();
   }
-  Status encode(const Tensor &src) override {
-    block_ = src;
-    return session_->run("encode", {src}, encoded_);
-  }
+  Status encode(const Tensor &src) override { return buffers_.encode(*session_, src); }
   Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &lengths,
                const std::vector<int32_t> &slots) override {
-    if (!reserved_) {
-      buffers_.reserve(slots_, maxSource_, pad_, 1, encoded_[0].shape[2]);
-      reserved_ = true;
-    }
-    buffers_.store(block_, encoded_, 0, blockRows, slots, pad_);  // the memory
+    buffers_.store(blockRows, slots, pad_);
     for (size_t i = 0; i < slots.size(); ++i) slotLength_[size_t(slots[i])] = lengths[i];
     repSlots_.clear();
     return Status::OK();
@@ -313,13 +312,11 @@ public:
 private:
   std::unique_ptr<tfmrt::Session> session_;
   int32_t bos_, pad_;
-  int64_t slots_ = 0, maxSource_ = 0;
-  bool reserved_ = false;
   SlotBuffers buffers_;              // src and the memory per slot
   std::vector<int32_t> slotLength_;  // source tokens (EOS included) per slot
-  Tensor block_, srcRep_, memRep_;
+  Tensor srcRep_, memRep_;
   std::vector<int32_t> repSlots_;
-  std::vector<Tensor> encoded_, out_;
+  std::vector<Tensor> out_;
 };
 
 }  // namespace
@@ -406,7 +403,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   int64_t blockFirst = 0, blockEnd = 0;  // the encoded block: sentences [blockFirst, blockEnd)
   const int64_t encodeBudget = o.encodeBlockTokens;
 
-  std::vector<int32_t> rowSlot, parents, positions, admitted, blockRows, lengths, admittedSlots;
+  std::vector<int32_t> rowSlot, parents, positions, blockRows, lengths, admittedSlots;
   std::vector<const std::vector<int32_t> *> prefixes;
   std::vector<uint8_t> taken;
   std::vector<RowTop> tops;
@@ -442,32 +439,29 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
           work_.admitSeconds += secondsSince(t0);
           work_.encodedPositions += (end - blockFirst) * S;
         }
-        admitted.clear();
+        blockRows.clear();
+        lengths.clear();
+        admittedSlots.clear();
         while (nextSentence < blockEnd && !freeSlots.empty()) {
-          const int64_t len = int64_t(srcIds[nextSentence].size());
-          const int64_t count = int64_t(inFlight.size() + admitted.size()) + 1;
+          const int64_t n = nextSentence, len = int64_t(srcIds[size_t(n)].size());
+          const int64_t count = int64_t(inFlight.size()) + 1;
           if (o.maxSourceTokens > 0 && count > 1 && count * std::max(longest, len) > o.maxSourceTokens) {
             limited = true;
             break;
           }
           longest = std::max(longest, len);
-          slotOf[nextSentence] = freeSlots.back();
+          slotOf[size_t(n)] = freeSlots.back();
           freeSlots.pop_back();
-          admitted.push_back(int32_t(nextSentence++));
-        }
-        if (admitted.empty()) break;
-        blockRows.clear();
-        lengths.clear();
-        admittedSlots.clear();
-        for (int32_t n : admitted) {
           blockRows.push_back(int32_t(n - blockFirst));
-          lengths.push_back(int32_t(srcIds[size_t(n)].size()));
+          lengths.push_back(int32_t(len));
           admittedSlots.push_back(slotOf[size_t(n)]);
           Live root;
           root.row = -1;  // no cache row yet
           state[size_t(n)].live.push_back(std::move(root));
           inFlight.push_back(n);
+          ++nextSentence;
         }
+        if (blockRows.empty()) break;
         const auto t0 = Clock::now();
         TFMRT_RETURN_IF_ERROR(decoder_->admit(blockRows, lengths, admittedSlots));
         work_.admitSeconds += secondsSince(t0);
