@@ -178,7 +178,7 @@ def main_decode(args):
         for r in range(args.rounds):
             out_t, out_p = os.path.join(workdir, "t.ids"), os.path.join(workdir, "p.ids")
             log = subprocess.run([tfmc, "translate", artifact, "--checkpoint", args.checkpoint, "--tokenizer",
-                                  args.tokenizer, "--input", plain, "--beam", str(beam), "--output-format", "ids",
+                                  args.tokenizer, "--input", plain, "--beam", str(beam), "--batch", "32", "--output-format", "ids",
                                   "--threads", str(args.threads), "--output", out_t],
                                  check=True, capture_output=True, text=True).stderr
             tt.append(float(re.search(r", ([0-9.]+) s \(", log).group(1)))

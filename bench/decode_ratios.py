@@ -5,7 +5,7 @@ greedy and beam, alternating rounds. Checks that both write identical translatio
 time, sentences/s, BLEU, the speed-up and the load average.
 
   python3 bench/decode_ratios.py --model small-x.tfmx --checkpoint small.ckpt --tokenizer m30k.spm \
-      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] \
+      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] [--batch N] \
       [--bf16-model small-x-bf16.tfmx]
 
 Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work counts and the
@@ -38,6 +38,8 @@ def translate(args, beam, cache, out, model=None):
         cmd.append("--no-cache")
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.batch:
+        cmd += ["--batch", str(args.batch)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     secs = float(re.search(r", ([0-9.]+) s \(", text).group(1))
     calls = int(re.search(r"([0-9]+) decoder calls", text).group(1))
@@ -51,6 +53,8 @@ def work(args, beam, cache, out):
            "--data", args.data, "--split", args.split, "--beam", str(beam), "--output", out, "--profile"]
     if not cache:
         cmd.append("--no-cache")
+    if args.batch:
+        cmd += ["--batch", str(args.batch)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     m = re.search(r"work: (\d+) source positions encoded, (\d+) decoder rows, (\d+) decoder positions, "
                   r"(\d+) memory positions", text)
@@ -88,6 +92,7 @@ def main():
     p.add_argument("--beams", default="1,4")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--batch", type=int, default=0, help="sentences in flight, both paths (default: tfmc's, 128 / beam)")
     p.add_argument("--bf16-model", default="")
     p.add_argument("--spec", default=os.path.join(ROOT, "models", "small.yaml"),
                    help="the model's spec, for the FLOP bound")

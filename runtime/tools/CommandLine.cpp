@@ -122,7 +122,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"beam", Kind::Int, "beam size (1 = greedy; default: the spec's decoding.beam_size)"},
         {"length-penalty", Kind::Number, "GNMT length penalty alpha (default: the spec's)"},
         {"n-best", Kind::Int, "print the N best hypotheses as 'index ||| text ||| score'"},
-        {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 32)"},
+        {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 128 / beam)"},
         {"max-batch-tokens", Kind::Int, "source tokens in flight (sentences x longest)"},
         {"output", Kind::Text, "write translations here (default standard output)"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},

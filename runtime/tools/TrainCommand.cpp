@@ -42,22 +42,23 @@ struct DataSource {
 tfmrt::Status validationBleu(tfmrt::Model &model, const tfmrt::ModelInfo &info, const DataSource &data, double &bleu) {
   tfmdata::SearchOptions options = searchOptions(info);
   options.beam = 1;
+  options.maxSentences = tfmdata::defaultSentencesInFlight(1);
   std::unique_ptr<tfmdata::Translator> translator;
   TFMRT_RETURN_IF_ERROR(tfmdata::Translator::create(model, options, translator));
+  // One call, longest first, as `tfmc translate` does: continuous batching refills the slots and
+  // the first sentences size the session's caches for all the others.
   const size_t n = data.validSources.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return data.validSources[x].size() < data.validSources[y].size(); });
+                   [&](size_t x, size_t y) { return data.validSources[x].size() > data.validSources[y].size(); });
+  std::vector<std::vector<int32_t>> sources;
+  for (size_t k : order) sources.push_back(data.validSources[k]);
+  std::vector<std::vector<tfmdata::Hypothesis>> out;
+  TFMRT_RETURN_IF_ERROR(translator->translate(sources, out));
   std::vector<std::string> hypotheses(n);
-  for (size_t b = 0; b < n; b += 64) {
-    std::vector<std::vector<int32_t>> batch;
-    for (size_t k = b; k < std::min(n, b + 64); ++k) batch.push_back(data.validSources[order[k]]);
-    std::vector<std::vector<tfmdata::Hypothesis>> out;
-    TFMRT_RETURN_IF_ERROR(translator->translate(batch, out));
-    for (size_t k = b; k < std::min(n, b + 64); ++k)
-      if (!out[k - b].empty()) hypotheses[order[k]] = data.tok->decode(out[k - b][0].tokens);
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (!out[i].empty()) hypotheses[order[i]] = data.tok->decode(out[i][0].tokens);
   bleu = tfmdata::corpusBleu(hypotheses, data.validReferences).bleu;
   return tfmrt::Status::OK();
 }

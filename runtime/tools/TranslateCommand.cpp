@@ -178,7 +178,7 @@ int translateCommand(const CommandLine &cl) {
       (cl.has("input") == cl.has("data"))) {
     std::cerr << "tfmc translate: error: usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
                  "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
-                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch 32] [--output file] (tfmc --help)\n";
+                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] (tfmc --help)\n";
     return 2;
   }
   // Options are checked before any work, so a typo does not cost a model load.
@@ -191,7 +191,7 @@ int translateCommand(const CommandLine &cl) {
     std::cerr << "tfmc translate: error: --output-format must be text, pieces or ids, got '" << format << "'\n";
     return 2;
   }
-  job.batch = cl.getInt("batch", 32);
+  job.batch = cl.getInt("batch", 1);  // the default depends on --beam: set below
   job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
   job.nBest = int(cl.getInt("n-best", 1));
   const int64_t threads = cl.getInt("threads", 0);
@@ -227,7 +227,6 @@ int translateCommand(const CommandLine &cl) {
   search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
   search.useCache = !cl.has("no-cache");
   search.nBest = job.nBest;
-  search.maxSentences = job.batch;
   search.maxSourceTokens = job.maxBatchTokens;
   search.sample = cl.has("sample");
   search.topK = int(cl.getInt("top-k", 0));
@@ -235,6 +234,8 @@ int translateCommand(const CommandLine &cl) {
   search.temperature = cl.getDouble("temperature", 1.0);
   search.seed = uint64_t(cl.getInt("seed", 0));
   if (search.sample && !cl.has("beam")) search.beam = 1;
+  if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
+  search.maxSentences = job.batch;
   std::unique_ptr<tfmdata::Translator> translator;
   if (auto s = tfmdata::Translator::create(*model, search, translator); !s.ok()) {
     std::cerr << "tfmc translate: error: " << s.message() << "\n";
@@ -322,10 +323,10 @@ int translateCommand(const CommandLine &cl) {
     for (const auto &h : lines) std::printf("%s\n", h.c_str());
   }
   std::fprintf(cl.has("data") ? stdout : stderr,
-               "%s: %zu sentences, %s %d%s, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder calls), "
-               "load average %s\n",
+               "%s: %zu sentences, %s %d%s, batch %lld, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder "
+               "calls), load average %s\n",
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
-               search.useCache ? "" : " (no cache)", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
+               search.useCache ? "" : " (no cache)", (long long)job.batch, secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)translator->decodeSteps(), loadAverage().c_str());
   if (options.profile) {
     const auto &w = translator->work();
