@@ -1,5 +1,6 @@
 #include "kernels/fast_kernels.h"
 #include "kernels/attention/attention_kernels.h"
+#include "kernels/decode/cache_ops.h"
 #include "kernels/decode/step_attention.h"
 
 namespace tfmrt {
@@ -16,6 +17,7 @@ void registerDnnlKernels(KernelRegistry &r) {
   registerDnnlGrad(r);
   registerFastAttention(r);
   registerFastStepAttention(r);
+  registerFastCacheOps(r);
 }
 
 }  // namespace tfmrt

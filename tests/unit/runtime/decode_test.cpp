@@ -269,17 +269,17 @@ TEST(LogSoftmax, Avx2RowsMatchDoublePrecision) {
 // A model whose `step` entry reorders a cache by `parents`, writes `update` at `step`, and
 // returns the whole cache (scaled by 1, so the state itself is not an output). `step` is a
 // scalar, or {kDyn} for one position per row.
-Artifact cacheArtifact(Shape stepShape = {}) {
+Artifact cacheArtifact(Shape stepShape = {}, int64_t D = 4) {
   Artifact a;
   a.modelName = "cache";
   FunctionBuilder f(a, "step");
-  uint32_t update = f.input("update", DType::F32, {kDyn, 1, 4});
+  uint32_t update = f.input("update", DType::F32, {kDyn, 1, D});
   uint32_t parents = f.input("parents", DType::I32, {kDyn});
   uint32_t step = f.input("step", DType::I32, stepShape);
-  uint32_t cache = f.state("cache", {kDyn, kDyn, 4});
+  uint32_t cache = f.state("cache", {kDyn, kDyn, D});
   f.inPlace("tfm.cache_reorder", {cache, parents, step}, cache);
   f.inPlace("tfm.cache_write", {cache, update, step}, cache);
-  f.output(f.op("tfm.scale", {cache}, DType::F32, {kDyn, kDyn, 4}, {{"factor", AttrValue::ofFloat(1.0)}}));
+  f.output(f.op("tfm.scale", {cache}, DType::F32, {kDyn, kDyn, D}, {{"factor", AttrValue::ofFloat(1.0)}}));
   f.finish();
   return a;
 }
@@ -360,6 +360,52 @@ TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
                "5 rows but the cache only 4");
   EXPECT_ERROR(s->bindStates({4}), "1 given");
   EXPECT_ERROR(s->bindStates({0, 3}), ">= 1");
+}
+
+// Sizes where the fast kernels split rows over threads (the cases above are below their
+// thresholds): 96 rows of 128 features, random parents (sources that are themselves overwritten,
+// cycles) for 40 steps, so copies span several 16-position blocks. Both backends must hold the
+// mirror's contents, byte for byte.
+TEST(SessionState, ReorderAndWriteManyRowsMatchTheMirrorOnBothBackends) {
+  constexpr int64_t R = 96, D = 128, T = 40;
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    models.push_back(loadModel(cacheArtifact({}, D), backend));
+    ASSERT_TRUE(models.back());
+    sessions.emplace_back();
+    ASSERT_TRUE(Session::create(*models.back(), sessions.back()).ok());
+    ASSERT_TRUE(sessions.back()->bindStates({R, T}).ok());
+  }
+  EXPECT_EQ(models[0]->kernelName("step", 0), "fast.cache_reorder");
+  EXPECT_EQ(models[0]->kernelName("step", 1), "fast.cache_write");
+  EXPECT_EQ(models[1]->kernelName("step", 0), "reference.cache_reorder");
+  std::vector<std::vector<int>> mirror(R);  // per row: its tokens
+  uint64_t rng = 12345;
+  auto next = [&]() { return (rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  int token = 1;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> parents(R);
+    for (int64_t r = 0; r < R; ++r) parents[size_t(r)] = next() % 4 == 0 ? int32_t(r) : int32_t(next() % R);
+    std::vector<std::vector<int>> rows(R);
+    std::vector<float> upd;
+    for (int64_t r = 0; r < R; ++r) {
+      rows[size_t(r)] = mirror[size_t(parents[size_t(r)])];
+      rows[size_t(r)].push_back(token);
+      for (int64_t j = 0; j < D; ++j) upd.push_back(float(token) + float(j) / 256);
+      ++token;
+    }
+    for (auto &session : sessions) {
+      std::vector<Tensor> out;
+      ASSERT_OK(session->run("step", {Tensor::f32({R, 1, D}, upd), Tensor::i32({R}, parents), Tensor::i32({}, {int32_t(t)})}, out));
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t p = 0; p <= t; ++p)
+          for (int64_t j = 0; j < D; j += 17)
+            ASSERT_EQ(out[0].data<float>()[(r * T + p) * D + j], float(rows[size_t(r)][size_t(p)]) + float(j) / 256)
+                << "step " << t << " row " << r << " position " << p;
+    }
+    mirror = rows;
+  }
 }
 
 // Continuous batching through the cache ops: step [R], rows at different positions. A row at

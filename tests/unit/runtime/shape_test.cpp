@@ -108,7 +108,7 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
 TEST(OpSchema, FastKernelsAreRegistered) {
   const KernelRegistry &r = KernelRegistry::builtin();
   for (const char *op : {"tfm.matmul", "tfm.batch_matmul", "tfm.softmax", "tfm.layer_norm", "tfm.cached_attention",
-                         "tfm.gathered_attention", "tfm.log_softmax"})
+                         "tfm.gathered_attention", "tfm.log_softmax", "tfm.cache_write", "tfm.cache_reorder"})
     EXPECT_NE(r.find({op, DType::F32, Layout::Plain, KernelBackend::Dnnl}), nullptr) << op;
 }
 

@@ -2,8 +2,11 @@
 // data-dependent checks (step, parents, rows) that shape inference cannot make.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
+#include <vector>
 
 #include "format.h"
 #include "kernel_registry.h"
@@ -39,6 +42,69 @@ inline Status checkIndices(const TensorRef &t, int64_t limit, const char *what) 
       return invalidArgument(cat(what, "[", i, "] = ", p[i], " is outside [0, ", limit, ")"));
   return Status::OK();
 }
+
+// tfm.cache_reorder's plan, shared by the reference and fast kernels: row r <- row parents[r]
+// over positions [0, step[r]). Rows that keep their own content, or have no positions yet, are
+// not `moved`. A source row that is itself overwritten is `saved` to scratch first (a block of
+// kBlock positions at a time, slot[p] its place there); every other source is read straight from
+// the cache. Vectors are reserved once they have grown: no allocation per step.
+struct ReorderPlan {
+  static constexpr int64_t kBlock = 16;  // positions per pass
+  std::vector<int64_t> moved, saved, slot;
+  std::vector<uint8_t> overwritten;
+  int64_t longest = 0;  // the longest copy
+  // The call's operands (set by begin).
+  int64_t Tc = 0, D = 0;
+  const int32_t *parents = nullptr;
+  Steps steps;
+  float *cache = nullptr, *tmp = nullptr;
+
+  static size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in) {
+    return size_t((*in[1])[0] * kBlock * (*in[0])[2]) * sizeof(float);  // parents x block x D
+  }
+  // Reads and checks the operands and plans the copies (none when `moved` is empty).
+  Status begin(const KernelArgs &a) {
+    const int64_t Rc = a.inputs[0].dim(0), R = a.inputs[1].dim(0);
+    Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
+    parents = a.inputs[1].as<int32_t>();
+    TFMRT_RETURN_IF_ERROR(readSteps(a.inputs[2], R, Tc + 1, "the cache length", steps));
+    TFMRT_RETURN_IF_ERROR(checkIndices(a.inputs[1], Rc, "parents"));
+    cache = a.outputs[0].as<float>();  // the same buffer as the operand
+    tmp = static_cast<float *>(a.scratch);
+    moved.clear();
+    overwritten.assign(size_t(Rc), 0);
+    longest = 0;
+    for (int64_t r = 0; r < R; ++r)
+      if (parents[r] != r && steps.at(r) > 0) {
+        moved.push_back(r), overwritten[size_t(r)] = 1;
+        longest = std::max<int64_t>(longest, steps.at(r));
+      }
+    saved.clear();
+    slot.assign(size_t(Rc), -1);
+    for (int64_t r : moved) {
+      const int32_t p = parents[r];
+      if (overwritten[size_t(p)] && slot[size_t(p)] < 0) {
+        slot[size_t(p)] = int64_t(saved.size());
+        saved.push_back(p);
+      }
+    }
+    if (size_t(int64_t(saved.size()) * kBlock * D) * sizeof(float) > a.scratchBytes)
+      return internalError("cache_reorder: scratch too small");
+    return Status::OK();
+  }
+  // Saves positions [p0, p0 + n) of saved row i to scratch.
+  void save(size_t i, int64_t p0, int64_t n) const {
+    std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (saved[i] * Tc + p0) * D, size_t(n * D) * sizeof(float));
+  }
+  // Copies positions [p0, p0 + n) into moved row moved[i] (clipped to its own length).
+  void copy(size_t i, int64_t p0, int64_t n) const {
+    const int64_t r = moved[i], rn = std::min(n, steps.at(r) - p0);
+    if (rn <= 0) return;
+    const int32_t p = parents[r];
+    const float *src = slot[size_t(p)] >= 0 ? tmp + slot[size_t(p)] * kBlock * D : cache + (p * Tc + p0) * D;
+    std::memcpy(cache + (r * Tc + p0) * D, src, size_t(rn * D) * sizeof(float));
+  }
+};
 
 // Attention of one query row: attrs shared by cached_attention and gathered_attention.
 struct StepAttentionAttrs {

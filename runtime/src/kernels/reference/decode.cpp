@@ -11,67 +11,25 @@
 namespace tfmrt {
 namespace {
 
-// Gathers in place: row r <- row parents[r] over positions [0, step[r]). Rows that keep their own
-// content, or have no positions yet, are skipped. A source row that is itself overwritten is
-// first saved to scratch (a block of positions at a time); every other source is copied straight
-// from the cache.
+// Gathers in place along decode::ReorderPlan, one copy after another.
 class CacheReorderKernel final : public Kernel {
 public:
-  static constexpr int64_t kBlock = 16;  // positions per pass
   const char *name() const override { return "reference.cache_reorder"; }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
-    return size_t((*in[1])[0] * kBlock * (*in[0])[2]) * sizeof(float);
+    return decode::ReorderPlan::scratchBytes(in);
   }
   Status run(const KernelArgs &a) override {
-    const int64_t Rc = a.inputs[0].dim(0), Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
-    const int64_t R = a.inputs[1].dim(0);
-    const int32_t *parents = a.inputs[1].as<int32_t>();
-    decode::Steps steps;
-    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc + 1, "the cache length", steps));
-    TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[1], Rc, "parents"));
-    float *cache = a.outputs[0].as<float>();  // the same buffer as the operand
-    moved_.clear();
-    overwritten_.assign(size_t(Rc), 0);
-    int64_t step = 0;  // the longest copy
-    for (int64_t r = 0; r < R; ++r)
-      if (parents[r] != r && steps.at(r) > 0) {
-        moved_.push_back(r), overwritten_[size_t(r)] = 1;
-        step = std::max(step, steps.at(r));
-      }
-    if (moved_.empty()) return Status::OK();
-    // Sources that are also destinations, each saved once (slot per source row).
-    saved_.clear();
-    slot_.assign(size_t(Rc), -1);
-    for (int64_t r : moved_) {
-      const int32_t p = parents[r];
-      if (overwritten_[size_t(p)] && slot_[size_t(p)] < 0) {
-        slot_[size_t(p)] = int64_t(saved_.size());
-        saved_.push_back(p);
-      }
-    }
-    if (size_t(int64_t(saved_.size()) * kBlock * D) * sizeof(float) > a.scratchBytes)
-      return internalError("cache_reorder: scratch too small");
-    float *tmp = static_cast<float *>(a.scratch);
-    const size_t rowBytes = sizeof(float) * size_t(D);
-    for (int64_t p0 = 0; p0 < step; p0 += kBlock) {
-      const int64_t n = std::min(kBlock, step - p0);
-      for (size_t i = 0; i < saved_.size(); ++i)
-        std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (saved_[i] * Tc + p0) * D, size_t(n) * rowBytes);
-      for (int64_t r : moved_) {
-        const int64_t rn = std::min(n, steps.at(r) - p0);
-        if (rn <= 0) continue;
-        const int32_t p = parents[r];
-        const float *src = slot_[size_t(p)] >= 0 ? tmp + slot_[size_t(p)] * kBlock * D : cache + (p * Tc + p0) * D;
-        std::memcpy(cache + (r * Tc + p0) * D, src, size_t(rn) * rowBytes);
-      }
+    TFMRT_RETURN_IF_ERROR(plan_.begin(a));
+    for (int64_t p0 = 0; p0 < plan_.longest; p0 += decode::ReorderPlan::kBlock) {
+      const int64_t n = std::min(decode::ReorderPlan::kBlock, plan_.longest - p0);
+      for (size_t i = 0; i < plan_.saved.size(); ++i) plan_.save(i, p0, n);
+      for (size_t i = 0; i < plan_.moved.size(); ++i) plan_.copy(i, p0, n);
     }
     return Status::OK();
   }
 
 private:
-  // Reserved once they have grown: no allocation per step.
-  std::vector<int64_t> moved_, saved_, slot_;
-  std::vector<uint8_t> overwritten_;
+  decode::ReorderPlan plan_;
 };
 
 class CacheWriteKernel final : public Kernel {

@@ -1,0 +1,80 @@
+// Fast tfm.cache_write and tfm.cache_reorder (see cache_ops.h). Why threads for a copy: each
+// row's destination is a cold 1 KB run at its own position, 128 KB from the next row's (small
+// spec), so one thread waits on one row's misses at a time. On test_2016 greedy (128 rows, a
+// 2-core Zen 3, 3 alternating rounds of --profile) the serial cache_write took 0.33-1.07 ms per
+// decoder call and this one 0.24-0.28 ms.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/decode/cache_ops.h"
+#include "kernels/decode/decode_common.h"
+#include "kernels/kernel_util.h"
+
+namespace tfmrt {
+namespace {
+
+// Rows below this many floats copied in all run on one thread (the fork costs more).
+constexpr int64_t kParallelFloats = 8192;
+
+class FastCacheWrite final : public Kernel {
+public:
+  const char *name() const override { return "fast.cache_write"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    offset_ = attrInt(*info.node, "update_offset");
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
+    decode::Steps steps;
+    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc, "the cache length", steps));
+    float *cache = a.outputs[0].as<float>();
+    const float *update = a.inputs[1].as<float>() + offset_;
+#pragma omp parallel for schedule(static) if (R * D >= kParallelFloats)
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
+    return Status::OK();
+  }
+
+private:
+  int64_t offset_ = 0;
+};
+
+class FastCacheReorder final : public Kernel {
+public:
+  const char *name() const override { return "fast.cache_reorder"; }
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
+    return decode::ReorderPlan::scratchBytes(in);
+  }
+  Status run(const KernelArgs &a) override {
+    TFMRT_RETURN_IF_ERROR(plan_.begin(a));
+    const decode::ReorderPlan &plan = plan_;
+    const int64_t saved = int64_t(plan.saved.size()), moved = int64_t(plan.moved.size());
+    // Per block of positions: every overwritten source saved, then (after the barrier) every
+    // moved row copied; rows are independent within each phase.
+#pragma omp parallel if (moved * plan.longest * plan.D >= kParallelFloats)
+    for (int64_t p0 = 0; p0 < plan.longest; p0 += decode::ReorderPlan::kBlock) {
+      const int64_t n = std::min(decode::ReorderPlan::kBlock, plan.longest - p0);
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < saved; ++i) plan.save(size_t(i), p0, n);
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < moved; ++i) plan.copy(size_t(i), p0, n);
+    }
+    return Status::OK();
+  }
+
+private:
+  decode::ReorderPlan plan_;
+};
+
+KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }
+
+}  // namespace
+
+void registerFastCacheOps(KernelRegistry &r) {
+  r.add(fastKey("tfm.cache_write"), makeKernel<FastCacheWrite>);
+  r.add(fastKey("tfm.cache_reorder"), makeKernel<FastCacheReorder>);
+}
+
+}  // namespace tfmrt

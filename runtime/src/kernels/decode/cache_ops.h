@@ -1,0 +1,11 @@
+// Fast tfm.cache_write and tfm.cache_reorder: the reference kernels' copies, rows split over the
+// threads. Each copy goes to memory no other row touches, so the result is the same bytes.
+#pragma once
+
+#include "kernel_registry.h"
+
+namespace tfmrt {
+
+void registerFastCacheOps(KernelRegistry &r);  // called by registerDnnlKernels
+
+}  // namespace tfmrt
