@@ -169,6 +169,7 @@ int translateCommand(const CommandLine &cl) {
   auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "input", "reference", "data", "split", "src", "tgt",
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
+                             "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
@@ -233,6 +234,10 @@ int translateCommand(const CommandLine &cl) {
   search.topP = cl.getDouble("top-p", 1.0);
   search.temperature = cl.getDouble("temperature", 1.0);
   search.seed = uint64_t(cl.getInt("seed", 0));
+  search.minLength = cl.getInt("min-length", 0);
+  search.noRepeatNgram = int(std::clamp<long long>(cl.getInt("no-repeat-ngram-size", 0), -1, 1 << 20));
+  search.maxLengthRatio = cl.getDouble("max-length-ratio", search.maxLengthRatio);
+  search.maxLengthOffset = cl.getInt("max-length-offset", search.maxLengthOffset);
   if (search.sample && !cl.has("beam")) search.beam = 1;
   if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
   search.maxSentences = job.batch;

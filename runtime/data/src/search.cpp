@@ -83,7 +83,10 @@ float blockMaximum(const float *z, int64_t n) {
 }
 
 // `normalised`: z already holds log-probabilities (decode_step), so lse = 0.
-void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t skipB, bool normalised, RowTop &out) {
+// `banned`: tokens not to keep (padding, BOS and the search constraints'), sorted. When they
+// leave nothing, `fallback` is kept (an empty row would leave the hypothesis no way on).
+void scoreRow(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned, int32_t fallback,
+              bool normalised, RowTop &out) {
   out.lse = 0;
   if (!normalised) {
     float mx = z[0];
@@ -107,7 +110,7 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
     if (full && !(blockMaximum(z + v0, v1 - v0) > worst)) continue;
     for (int64_t v = v0; v < v1; ++v) {
       if (full && !(z[v] > worst)) continue;
-      if (v == skipA || v == skipB) continue;
+      if (std::binary_search(banned.begin(), banned.end(), int32_t(v))) continue;
       const std::pair<float, int32_t> c{z[v], int32_t(v)};
       best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
       if (best.size() > keep) best.pop_back();
@@ -115,6 +118,22 @@ void scoreRow(const float *z, int64_t V, size_t keep, int32_t skipA, int32_t ski
       if (full) worst = best.back().first;
     }
   }
+  if (best.empty()) best.push_back({z[fallback], fallback});
+}
+
+// The tokens row `tokens` may not emit next (sorted, unique): padding and BOS always; </s>
+// before minLength tokens; with noRepeatNgram = n, every token that completes an n-gram whose
+// first n - 1 tokens equal the hypothesis' last n - 1 (fairseq's and CTranslate2's rule).
+void bannedTokens(const SearchOptions &o, const std::vector<int32_t> &tokens, std::vector<int32_t> &out) {
+  out.assign({o.pad, o.bos});
+  if (int64_t(tokens.size()) < o.minLength) out.push_back(o.eos);
+  const int64_t n = o.noRepeatNgram, t = int64_t(tokens.size());
+  if (n > 0 && t >= n - 1)
+    for (int64_t i = 0; i + n - 1 < t; ++i)
+      if (std::equal(tokens.begin() + i, tokens.begin() + i + n - 1, tokens.end() - (n - 1)))
+        out.push_back(tokens[size_t(i + n - 1)]);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
 }  // namespace
@@ -337,6 +356,9 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
   if (o.encodeBlockTokens < 1) return tfmrt::invalidArgument("the encoder's block size (tokens) must be >= 1");
+  if (o.minLength < 0 || o.minLength > o.maxLen) return tfmrt::invalidArgument("the minimum output length must be in [0, max_len]");
+  if (o.noRepeatNgram < 0 || o.noRepeatNgram > o.maxLen)
+    return tfmrt::invalidArgument("the no-repeat n-gram size must be in [0, max_len]");
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
     return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
   const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
@@ -518,11 +540,14 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
     if (V < 3) return tfmrt::invalidArgument("the target vocabulary needs more than padding and BOS to search over");
     tops.resize(size_t(R));
+    if (banned_.size() < size_t(R)) banned_.resize(size_t(R));
     const bool normalised = decoder_->normalised();
     const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
 #pragma omp parallel for schedule(static) num_threads(threads_) if (R * V >= (1 << 16))
-    for (int64_t r = 0; r < R; ++r)
-      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, o.pad, o.bos, normalised, tops[r]);
+    for (int64_t r = 0; r < R; ++r) {
+      bannedTokens(o, *prefixes[size_t(r)], banned_[size_t(r)]);
+      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, banned_[size_t(r)], o.eos, normalised, tops[r]);
+    }
 
     for (int64_t n : inFlight) {
       SentenceState &st = state[size_t(n)];
@@ -541,7 +566,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         const int64_t r = st.live[0].callRow;
         const float *z = logits->data<float>() + r * V;
         int32_t token = tops[r].best[0].second;
-        if (o.sample) token = sampleToken(z, V, n, t, sentenceIds);
+        if (o.sample) token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
         const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
         if (token == o.eos) {
           finish(st.live[0], logProb);
@@ -635,14 +660,16 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   return Status::OK();
 }
 
-int32_t Translator::sampleToken(const float *z, int64_t V, int64_t sentence, int64_t position,
-                                const std::vector<uint64_t> *sentenceIds) {
+int32_t Translator::sampleToken(const float *z, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
+                                int64_t position, const std::vector<uint64_t> *sentenceIds) {
   const SearchOptions &o = options_;
   // Candidates in probability order (ties: lower id), truncated to top-k and then top-p.
   order_.resize(size_t(V));
   std::iota(order_.begin(), order_.end(), 0);
-  order_.erase(std::remove_if(order_.begin(), order_.end(), [&](int32_t v) { return v == o.pad || v == o.bos; }),
+  order_.erase(std::remove_if(order_.begin(), order_.end(),
+                              [&](int32_t v) { return std::binary_search(banned.begin(), banned.end(), v); }),
                order_.end());
+  if (order_.empty()) return o.eos;  // every token banned: end the sentence
   const size_t k = o.topK > 0 ? std::min<size_t>(size_t(o.topK), order_.size()) : order_.size();
   auto higher = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
   std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), higher);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -19,8 +20,20 @@ using tfmc::test::kSource;
 
 // Greedy over `forward` for one source (ids without EOS), up to maxOut tokens (EOS included).
 // `eosSecond` (optional) counts the steps where </s> had the second-highest logit.
+// With `minLength` / `ngram` (the search's constraints, written independently here): no </s>
+// before minLength tokens, and no token w whose n-gram (last ngram - 1 tokens, w) already occurs.
+bool repeatsNgram(const std::vector<int32_t> &out, int32_t w, int ngram) {
+  if (ngram <= 0 || int64_t(out.size()) < ngram - 1) return false;
+  std::vector<int32_t> seq = out;
+  seq.push_back(w);
+  std::set<std::vector<int32_t>> seen;
+  for (size_t i = 0; i + size_t(ngram) <= out.size(); ++i)
+    seen.insert(std::vector<int32_t>(out.begin() + long(i), out.begin() + long(i) + ngram));
+  return seen.count(std::vector<int32_t>(seq.end() - ngram, seq.end())) > 0;
+}
+
 std::vector<int32_t> greedyViaForward(tfmrt::Model &m, const std::vector<int32_t> &src, int64_t maxOut,
-                                      int *eosSecond = nullptr) {
+                                      int *eosSecond = nullptr, int64_t minLength = 0, int ngram = 0) {
   std::vector<int32_t> srcIds = src;
   srcIds.push_back(2);
   std::vector<int32_t> out;
@@ -36,8 +49,13 @@ std::vector<int32_t> greedyViaForward(tfmrt::Model &m, const std::vector<int32_t
     EXPECT_TRUE(s.ok()) << s.message();
     const int64_t V = res[0].shape[2];
     const float *z = res[0].data<float>() + (T - 1) * V;
-    // Argmax over the tokens a search may emit: not padding (0), not BOS (1).
-    const int32_t best = int32_t(std::max_element(z + 2, z + V) - z);
+    // Argmax over the tokens a search may emit: not padding (0), not BOS (1), nor what the
+    // constraints ban.
+    int32_t best = -1;
+    for (int32_t v = 2; v < int32_t(V); ++v) {
+      if ((v == 2 && int64_t(out.size()) < minLength) || repeatsNgram(out, v, ngram)) continue;
+      if (best < 0 || z[v] > z[best]) best = v;
+    }
     if (eosSecond && best != 2) {
       int higher = 0;
       for (int64_t v = 2; v < V; ++v) higher += z[v] > z[2];
@@ -227,6 +245,24 @@ TEST(CachedDecoding, StepLogProbsEqualFullPrefix) {
       }
 }
 
+// Golden tiny weights with the output row of </s> set to `factor` x the row of the token c that
+// greedy emits most often on `sources` (tiny ties the output projection to the target embedding;
+// the source side only sees </s> at its end): factor 0.999 makes </s> the runner-up wherever c
+// wins, 1.001 makes it win there instead.
+bool eosRowFromCommonest(tfmrt::Model &model, const std::vector<std::vector<int32_t>> &sources, float factor) {
+  std::map<int32_t, int> counts;
+  for (const auto &s : sources)
+    for (int32_t t : greedyViaForward(model, s, int64_t(s.size()) + 6)) counts[t]++;
+  if (counts.empty()) return false;
+  int32_t c = std::max_element(counts.begin(), counts.end(), [](auto &a, auto &b) { return a.second < b.second; })->first;
+  tfmrt::TensorMap w;
+  if (!tfmrt::readSafetensors(kSource + "/tests/golden/tiny.weights.safetensors", w).ok()) return false;
+  tfmrt::Tensor &table = w.at("shared_embedding.weight");
+  const int64_t D = table.shape[1];
+  for (int64_t j = 0; j < D; ++j) table.data<float>()[2 * D + j] = factor * table.data<float>()[c * D + j];
+  return model.setWeights(w).ok();
+}
+
 // Weights that make </s> the runner-up wherever token c wins: the output row of </s> becomes
 // 0.999 x the row of c (tiny ties the output projection to the target embedding; the source
 // side only sees </s> at its end). Greedy must still be argmax.
@@ -236,18 +272,7 @@ TEST(CachedDecoding, GreedyIsArgmaxWhenEosRanksSecond) {
   ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
   const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4},
                                                   {40, 41, 42}, {7, 7, 7, 7}};
-  // The most frequent greedy token with the golden weights.
-  std::map<int32_t, int> counts;
-  for (const auto &s : sources)
-    for (int32_t t : greedyViaForward(*model, s, int64_t(s.size()) + 6)) counts[t]++;
-  ASSERT_FALSE(counts.empty());
-  int32_t c = std::max_element(counts.begin(), counts.end(), [](auto &a, auto &b) { return a.second < b.second; })->first;
-  tfmrt::TensorMap w;
-  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/tiny.weights.safetensors", w).ok());
-  tfmrt::Tensor &table = w.at("shared_embedding.weight");
-  const int64_t D = table.shape[1];
-  for (int64_t j = 0; j < D; ++j) table.data<float>()[2 * D + j] = 0.999f * table.data<float>()[c * D + j];
-  ASSERT_TRUE(model->setWeights(w).ok());
+  ASSERT_TRUE(eosRowFromCommonest(*model, sources, 0.999f));
 
   tfmdata::SearchOptions o;
   o.beam = 1;
@@ -373,6 +398,75 @@ TEST(CachedDecoding, SessionsOnTwoThreads) {
     EXPECT_EQ(parA, seqA);
     EXPECT_EQ(parB, seqB);
   }
+}
+
+// --min-length and --no-repeat-ngram-size: greedy (cached and full prefix) equals the
+// constrained argmax over `forward`; beam 4 gives the same on both decoders and its outputs keep
+// the constraints. Not vacuous: unconstrained, these weights repeat bigrams and end some outputs
+// before the minimum.
+TEST(Search, MinLengthAndNoRepeatNgramMatchAConstrainedOracle) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4},
+                                                  {40, 41, 42}, {7, 7, 7, 7}, {50, 3, 50, 3, 50}};
+  // </s> wins wherever the commonest token did: outputs end early, so the minimum length bites.
+  ASSERT_TRUE(eosRowFromCommonest(*model, sources, 1.001f));
+  constexpr int64_t kOffset = 8, kMin = 5;
+  constexpr int kNgram = 2;
+  int repeated = 0, short_ = 0;
+  for (const auto &src : sources) {
+    const auto plain = greedyViaForward(*model, src, int64_t(src.size()) + kOffset);
+    for (size_t i = 0; i < plain.size(); ++i) repeated += i > 0 && repeatsNgram({plain.begin(), plain.begin() + long(i)}, plain[i], kNgram);
+    short_ += int64_t(plain.size()) < kMin;
+  }
+  ASSERT_GT(repeated, 0) << "the unconstrained outputs must repeat a bigram for this test to mean anything";
+  ASSERT_GT(short_, 0) << "some unconstrained output must be shorter than the minimum";
+
+  tfmdata::SearchOptions o;
+  o.beam = 1;
+  o.maxLengthRatio = 1.0;
+  o.maxLengthOffset = kOffset;
+  o.maxLen = 32;
+  o.minLength = kMin;
+  o.noRepeatNgram = kNgram;
+  std::vector<std::vector<int32_t>> cached, full;
+  ASSERT_TRUE(tfmdata::translateBatch(*model, sources, o, cached).ok());
+  o.useCache = false;
+  ASSERT_TRUE(tfmdata::translateBatch(*model, sources, o, full).ok());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto expected = greedyViaForward(*model, sources[i], int64_t(sources[i].size()) + kOffset, nullptr, kMin, kNgram);
+    EXPECT_EQ(cached[i], expected) << "sentence " << i;
+    EXPECT_EQ(full[i], expected) << "sentence " << i;
+  }
+
+  o.beam = 4;
+  o.nBest = 4;
+  std::vector<std::vector<std::vector<tfmdata::Hypothesis>>> hyps(2);
+  for (int useCache = 0; useCache < 2; ++useCache) {
+    o.useCache = useCache == 1;
+    std::unique_ptr<tfmdata::Translator> t;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+    ASSERT_TRUE(t->translate(sources, hyps[size_t(useCache)]).ok());
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(hyps[0][i].size(), hyps[1][i].size()) << "sentence " << i;
+    for (size_t h = 0; h < hyps[0][i].size(); ++h) {
+      const auto &y = hyps[1][i][h].tokens;
+      EXPECT_EQ(y, hyps[0][i][h].tokens) << "sentence " << i << " hypothesis " << h;
+      EXPECT_NEAR(hyps[1][i][h].score, hyps[0][i][h].score, 1e-4) << "sentence " << i << " hypothesis " << h;
+      EXPECT_GE(int64_t(y.size()), kMin) << "sentence " << i << " hypothesis " << h;
+      for (size_t k = 1; k < y.size(); ++k)
+        EXPECT_FALSE(repeatsNgram({y.begin(), y.begin() + long(k)}, y[k], kNgram)) << "sentence " << i << " hypothesis " << h;
+    }
+  }
+  // Out-of-range constraints are refused when the translator is made.
+  std::unique_ptr<tfmdata::Translator> t;
+  o.minLength = -1;
+  EXPECT_FALSE(tfmdata::Translator::create(*model, o, t).ok());
+  o.minLength = 0;
+  o.noRepeatNgram = 33;
+  EXPECT_FALSE(tfmdata::Translator::create(*model, o, t).ok());
 }
 
 }  // namespace

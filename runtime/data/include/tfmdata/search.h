@@ -38,6 +38,12 @@ struct SearchOptions {
   int32_t pad = 0, bos = 1, eos = 2;  // pad and bos are never generated
   bool useCache = true;  // decode_step + K/V cache; false: the full-prefix `decode` reference path
   int nBest = 1;         // hypotheses kept per sentence, best first (<= beam)
+  // Constraints on every search mode (as fairseq's --min-len and --no-repeat-ngram-size): no </s>
+  // before minLength output tokens (an output cut at the length limit may still be shorter),
+  // and no token that would repeat an n-gram of this size already in the hypothesis (0: off).
+  // Banned tokens are dropped after normalisation, as if their log-probability were -inf.
+  int64_t minLength = 0;
+  int noRepeatNgram = 0;
   // Sentences decoded together (0: all those given to translate). With the cached decoder a
   // finished sentence's slot is refilled from the rest (continuous batching); the full-prefix
   // decoder takes them a batch at a time.
@@ -104,8 +110,8 @@ private:
     int32_t token;
   };
   Translator() = default;
-  int32_t sampleToken(const float *logits, int64_t V, int64_t sentence, int64_t position,
-                      const std::vector<uint64_t> *sentenceIds);
+  int32_t sampleToken(const float *logits, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
+                      int64_t position, const std::vector<uint64_t> *sentenceIds);
   SearchOptions options_;
   std::unique_ptr<Decoder> decoder_;
   int64_t steps_ = 0;
@@ -113,6 +119,7 @@ private:
   // Scratch reused across steps.
   std::vector<Candidate> cand_;
   std::vector<int32_t> order_;
+  std::vector<std::vector<int32_t>> banned_;  // per row of the current call: tokens it may not emit
   std::vector<double> probs_, scores_;
   int threads_ = 1;  // the model's thread count, also for the search's own parallel loop
 };
