@@ -91,7 +91,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   size_t reported = 0;
   auto report = [&](size_t done) {  // about every --batch sentences, and at the end
     if (!progress || (done < reported + size_t(job.batch) && done != order.size())) return;
-    std::fprintf(stderr, "\rtranslated %zu/%zu", done, order.size());
+    std::fprintf(stderr, "\rtranslated %zu/%zu%s", done, order.size(), done == order.size() ? "\n" : "");
     reported = done;
   };
   TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
@@ -312,9 +312,11 @@ int translateCommand(const CommandLine &cl) {
 
   std::vector<std::string> lines, hypotheses;
   const auto start = std::chrono::steady_clock::now();
-  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, true); !s.ok()) return fail("translate", s);
+  // Progress ("translated n/N", rewritten in place) only on a terminal: in a log it was one long
+  // line of carriage returns.
+  const bool progress = ::isatty(STDERR_FILENO) == 1;
+  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress); !s.ok()) return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "\n");
   job.notes.report();
 
   if (cl.has("output")) {
