@@ -126,7 +126,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"no-repeat-ngram-size", Kind::Int, "never repeat an n-gram of this size in an output (default 0: off)"},
         {"max-length-ratio", Kind::Number, "output length limit: ratio x source tokens + offset (default: the spec's)"},
         {"max-length-offset", Kind::Int, "the limit's offset (default: the spec's)"},
-        {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 128 / beam)"},
+        {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 128 / beam, rounded up)"},
         {"max-batch-tokens", Kind::Int, "source tokens in flight (sentences x longest)"},
         {"output", Kind::Text, "write translations here (default standard output)"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},

@@ -45,7 +45,7 @@ struct Job {
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
   int nBest = 1;
-  int64_t batch = 32, maxBatchTokens = 0;
+  int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
   int64_t outTokens = 0;
 };
 

@@ -356,9 +356,12 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
   if (o.encodeBlockTokens < 1) return tfmrt::invalidArgument("the encoder's block size (tokens) must be >= 1");
-  if (o.minLength < 0 || o.minLength > o.maxLen) return tfmrt::invalidArgument("the minimum output length must be in [0, max_len]");
+  if (o.minLength < 0 || o.minLength >= o.maxLen)
+    return tfmrt::invalidArgument("the minimum output length (" + std::to_string(o.minLength) + ") must be in [0, max_len - 1 = " +
+                                  std::to_string(o.maxLen - 1) + "]");
   if (o.noRepeatNgram < 0 || o.noRepeatNgram > o.maxLen)
-    return tfmrt::invalidArgument("the no-repeat n-gram size must be in [0, max_len]");
+    return tfmrt::invalidArgument("the no-repeat n-gram size (" + std::to_string(o.noRepeatNgram) + ") must be in [0, max_len = " +
+                                  std::to_string(o.maxLen) + "]");
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
     return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
   const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};

@@ -364,47 +364,57 @@ TEST(SessionState, ReorderAndWriteInPlaceLikeABeam) {
 
 // Sizes where the fast kernels split rows over threads (the cases above are below their
 // thresholds): 96 rows of 128 features, random parents (sources that are themselves overwritten,
-// cycles) for 40 steps, so copies span several 16-position blocks. Both backends must hold the
-// mirror's contents, byte for byte.
+// cycles) for 60 calls, so copies span several 16-position blocks; with one step for all rows,
+// and with a step per row (each row continues a random parent at its length, or enters at 0).
+// Both backends must hold the mirror's contents, byte for byte.
 TEST(SessionState, ReorderAndWriteManyRowsMatchTheMirrorOnBothBackends) {
   constexpr int64_t R = 96, D = 128, T = 40;
-  std::vector<std::unique_ptr<Model>> models;
-  std::vector<std::unique_ptr<Session>> sessions;
-  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
-    models.push_back(loadModel(cacheArtifact({}, D), backend));
-    ASSERT_TRUE(models.back());
-    sessions.emplace_back();
-    ASSERT_TRUE(Session::create(*models.back(), sessions.back()).ok());
-    ASSERT_TRUE(sessions.back()->bindStates({R, T}).ok());
-  }
-  EXPECT_EQ(models[0]->kernelName("step", 0), "fast.cache_reorder");
-  EXPECT_EQ(models[0]->kernelName("step", 1), "fast.cache_write");
-  EXPECT_EQ(models[1]->kernelName("step", 0), "reference.cache_reorder");
-  std::vector<std::vector<int>> mirror(R);  // per row: its tokens
-  uint64_t rng = 12345;
-  auto next = [&]() { return (rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
-  int token = 1;
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<int32_t> parents(R);
-    for (int64_t r = 0; r < R; ++r) parents[size_t(r)] = next() % 4 == 0 ? int32_t(r) : int32_t(next() % R);
-    std::vector<std::vector<int>> rows(R);
-    std::vector<float> upd;
-    for (int64_t r = 0; r < R; ++r) {
-      rows[size_t(r)] = mirror[size_t(parents[size_t(r)])];
-      rows[size_t(r)].push_back(token);
-      for (int64_t j = 0; j < D; ++j) upd.push_back(float(token) + float(j) / 256);
-      ++token;
+  for (bool perRow : {false, true}) {
+    std::vector<std::unique_ptr<Model>> models;
+    std::vector<std::unique_ptr<Session>> sessions;
+    for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+      models.push_back(loadModel(cacheArtifact(perRow ? Shape{kDyn} : Shape{}, D), backend));
+      ASSERT_TRUE(models.back());
+      sessions.emplace_back();
+      ASSERT_TRUE(Session::create(*models.back(), sessions.back()).ok());
+      ASSERT_TRUE(sessions.back()->bindStates({R, T}).ok());
     }
-    for (auto &session : sessions) {
-      std::vector<Tensor> out;
-      ASSERT_OK(session->run("step", {Tensor::f32({R, 1, D}, upd), Tensor::i32({R}, parents), Tensor::i32({}, {int32_t(t)})}, out));
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t p = 0; p <= t; ++p)
-          for (int64_t j = 0; j < D; j += 17)
-            ASSERT_EQ(out[0].data<float>()[(r * T + p) * D + j], float(rows[size_t(r)][size_t(p)]) + float(j) / 256)
-                << "step " << t << " row " << r << " position " << p;
+    EXPECT_EQ(models[0]->kernelName("step", 0), "fast.cache_reorder");
+    EXPECT_EQ(models[0]->kernelName("step", 1), "fast.cache_write");
+    EXPECT_EQ(models[1]->kernelName("step", 0), "reference.cache_reorder");
+    std::vector<std::vector<int>> mirror(R);  // per row: its tokens
+    uint64_t rng = 12345;
+    auto next = [&]() { return (rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+    int token = 1;
+    int64_t copied = 0;  // positions copied from another row, so the test copies something
+    for (int64_t t = 0; t < (perRow ? 60 : T); ++t) {
+      std::vector<int32_t> parents(R), steps(R);
+      std::vector<std::vector<int>> rows(R);
+      std::vector<float> upd;
+      for (int64_t r = 0; r < R; ++r) {
+        int32_t p = next() % 4 == 0 ? int32_t(r) : int32_t(next() % R);
+        int32_t step = int32_t(mirror[size_t(p)].size());
+        if (perRow && (step >= T || next() % 10 == 0)) step = 0;  // a sentence enters this row
+        parents[size_t(r)] = p, steps[size_t(r)] = step;
+        if (step > 0) rows[size_t(r)] = mirror[size_t(p)];
+        copied += p != r ? step : 0;
+        rows[size_t(r)].push_back(token);
+        for (int64_t j = 0; j < D; ++j) upd.push_back(float(token) + float(j) / 256);
+        ++token;
+      }
+      const Tensor stepTensor = perRow ? Tensor::i32({R}, steps) : Tensor::i32({}, {int32_t(t)});
+      for (auto &session : sessions) {
+        std::vector<Tensor> out;
+        ASSERT_OK(session->run("step", {Tensor::f32({R, 1, D}, upd), Tensor::i32({R}, parents), stepTensor}, out));
+        for (int64_t r = 0; r < R; ++r)
+          for (size_t p = 0; p < rows[size_t(r)].size(); ++p)
+            for (int64_t j = 0; j < D; j += 17)
+              ASSERT_EQ(out[0].data<float>()[(r * T + int64_t(p)) * D + j], float(rows[size_t(r)][p]) + float(j) / 256)
+                  << (perRow ? "per-row steps" : "one step") << ", call " << t << " row " << r << " position " << p;
+      }
+      mirror = rows;
     }
-    mirror = rows;
+    EXPECT_GT(copied, 10000) << "the calls must copy rows for this test to mean anything";
   }
 }
 

@@ -41,7 +41,9 @@ struct SearchOptions {
   // Constraints on every search mode (as fairseq's --min-len and --no-repeat-ngram-size): no </s>
   // before minLength output tokens (an output cut at the length limit may still be shorter),
   // and no token that would repeat an n-gram of this size already in the hypothesis (0: off).
-  // Banned tokens are dropped after normalisation, as if their log-probability were -inf.
+  // Banned tokens are dropped after normalisation, as if their log-probability were -inf; where
+  // the constraints together ban every token (n-grams of size 1 over a tiny vocabulary), </s>
+  // ends the hypothesis.
   int64_t minLength = 0;
   int noRepeatNgram = 0;
   // Sentences decoded together (0: all those given to translate). With the cached decoder a

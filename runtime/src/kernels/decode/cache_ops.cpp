@@ -1,8 +1,8 @@
 // Fast tfm.cache_write and tfm.cache_reorder (see cache_ops.h). Why threads for a copy: each
 // row's destination is a cold 1 KB run at its own position, 128 KB from the next row's (small
 // spec), so one thread waits on one row's misses at a time. On test_2016 greedy (128 rows, a
-// 2-core Zen 3, 3 alternating rounds of --profile) the serial cache_write took 0.33-1.07 ms per
-// decoder call and this one 0.24-0.28 ms.
+// 2-core Zen 3, 3 alternating rounds of --profile) the serial cache_write took 0.30-1.54 ms per
+// decoder call and this one 0.19-0.20 ms.
 #include <omp.h>
 
 #include <algorithm>
