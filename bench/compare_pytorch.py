@@ -36,6 +36,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_env  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SHAPES = {"tiny": (4, 9, 8), "small": (32, 32, 32), "transformer-base": (32, 64, 64)}
@@ -169,7 +172,7 @@ def main_decode(args):
     with open(ids, "wb") as f:
         f.write(subprocess.run(["spm_encode", "--model", args.tokenizer, "--output_format=id"], input=text,
                                check=True, capture_output=True).stdout)
-    env = dict(os.environ, LD_LIBRARY_PATH="/usr/lib/x86_64-linux-gnu/openblas-openmp", OPENBLAS_CORETYPE="SkylakeX")
+    env = blas_env.fair_blas_env()
     sentences = text.count(b"\n")
     print(f"spec {args.spec}, {args.split} ({sentences} sentences), batches of 32, f32, {args.threads} "
           f"threads, same checkpoint; load average before: {loadavg()}")

@@ -14,23 +14,22 @@ import json
 import os
 import sys
 
-# Debian's torch uses the generic libblas.so.3; the OpenMP OpenBLAS with its SkylakeX kernels is
-# several times faster on this CPU. Both must be in the environment before the library loads, so
-# re-exec once rather than setting them after import.
-_BLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_env  # noqa: E402
+
+# Debian's torch uses the generic libblas.so.3; the OpenMP OpenBLAS (with its SkylakeX kernels on
+# an AVX-512 CPU: blas_env.py) is several times faster. Both must be in the environment before the
+# library loads, so re-exec once rather than setting them after import.
 _REEXEC_FLAG = "TFMC_BENCH_REEXEC"
 
 
 def _ensure_blas_env():
     env = os.environ
-    if env.get(_REEXEC_FLAG) or (_BLAS_DIR in env.get("LD_LIBRARY_PATH", "").split(":")
-                                 and env.get("OPENBLAS_CORETYPE")):
+    if env.get(_REEXEC_FLAG) or blas_env.BLAS_DIR in env.get("LD_LIBRARY_PATH", "").split(":"):
         return
-    if not os.path.isdir(_BLAS_DIR):
+    if not os.path.isdir(blas_env.BLAS_DIR):
         return
-    new_env = dict(env)
-    new_env["LD_LIBRARY_PATH"] = ":".join(p for p in [_BLAS_DIR, env.get("LD_LIBRARY_PATH")] if p)
-    new_env.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+    new_env = blas_env.fair_blas_env(env)
     new_env[_REEXEC_FLAG] = "1"  # never loop, even if the variables get dropped
     os.execve(sys.executable, [sys.executable] + sys.argv, new_env)
 
