@@ -25,17 +25,7 @@ public:
     offset_ = attrInt(*info.node, "update_offset");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
-    const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
-    decode::Steps steps;
-    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc, "the cache length", steps));
-    float *cache = a.outputs[0].as<float>();
-    const float *update = a.inputs[1].as<float>() + offset_;
-#pragma omp parallel for schedule(static) if (R * D >= kParallelFloats)
-    for (int64_t r = 0; r < R; ++r)
-      std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
-    return Status::OK();
-  }
+  Status run(const KernelArgs &a) override { return decode::writeCacheRows(a, offset_, kParallelFloats); }
 
 private:
   int64_t offset_ = 0;

@@ -43,6 +43,21 @@ inline Status checkIndices(const TensorRef &t, int64_t limit, const char *what) 
   return Status::OK();
 }
 
+// tfm.cache_write for the reference and fast kernels: row r of the update (columns [offset,
+// offset + D)) into the cache at position step[r]; rows split over the threads when R x D reaches
+// parallelMinFloats (each row's destination is its own, so the bytes are the same either way).
+inline Status writeCacheRows(const KernelArgs &a, int64_t offset, int64_t parallelMinFloats) {
+  const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
+  Steps steps;
+  TFMRT_RETURN_IF_ERROR(readSteps(a.inputs[2], R, Tc, "the cache length", steps));
+  float *cache = a.outputs[0].as<float>();
+  const float *update = a.inputs[1].as<float>() + offset;
+#pragma omp parallel for schedule(static) if (R * D >= parallelMinFloats)
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
+  return Status::OK();
+}
+
 // tfm.cache_reorder's plan, shared by the reference and fast kernels: row r <- row parents[r]
 // over positions [0, step[r]). Rows that keep their own content, or have no positions yet, are
 // not `moved`. A source row that is itself overwritten is `saved` to scratch first (a block of

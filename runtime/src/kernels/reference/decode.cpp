@@ -2,6 +2,7 @@
 // tfm.cached_attention / tfm.gathered_attention the fast kernels are tested against.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/decode/decode_common.h"
@@ -35,15 +36,8 @@ private:
 class CacheWriteKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.cache_write"; }
-  Status run(const KernelArgs &a) override {
-    const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
-    decode::Steps steps;
-    TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], R, Tc, "the cache length", steps));
-    float *cache = a.outputs[0].as<float>();
-    const float *update = a.inputs[1].as<float>() + offset_;
-    for (int64_t r = 0; r < R; ++r)
-      std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
-    return Status::OK();
+  Status run(const KernelArgs &a) override {  // one row after another
+    return decode::writeCacheRows(a, offset_, std::numeric_limits<int64_t>::max());
   }
   Status prepare(const KernelPrepareInfo &info) override {
     offset_ = attrInt(*info.node, "update_offset");
