@@ -203,8 +203,10 @@ struct SlotBuffers {
       for (size_t v = 0; v < values.size(); ++v) {
         const int64_t D = values[v].shape[2];
         float *dst = values[v].data<float>() + slot * maxSource * D;
+        // Positions [S, maxSource) keep an earlier sentence's values (zeros at first): masked by
+        // `src`, so never attended to, and finite (weighed by 0, never 0 * NaN). Re-filling them
+        // with zeros wrote most of each admission's bytes.
         std::memcpy(dst, encoded[first + v].data<float>() + r * S * D, size_t(S * D) * sizeof(float));
-        std::fill(dst + S * D, dst + maxSource * D, 0.f);  // masked, but never stale (0 * NaN)
       }
     }
   }

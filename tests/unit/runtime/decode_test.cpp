@@ -154,6 +154,38 @@ TEST(GatheredAttention, FastMatchesReferenceAcrossKeyBlocksWithStaleMaskedKeys) 
   for (int64_t i = 0; i < out.numel(); ++i) ASSERT_TRUE(std::isfinite(out.data<float>()[i])) << i;
 }
 
+// The translator's slot memory is as long as the longest source of the whole call; the fast
+// kernel reads only up to each sentence's last kept key. The result must be the same, to the bit,
+// as on the memory cut to that length: sentences of 17, 1, 9 and 0 kept keys (one hole) in 48
+// positions whose tail holds NaN (never read) on both backends.
+TEST(GatheredAttention, TrailingMaskedKeysChangeNoBit) {
+  const int64_t R = 6, N = 4, S = 48, cut = 17, H = 4, dk = 64, D = H * dk;
+  const int64_t live[N] = {17, 1, 9, 0};
+  Tensor q = randomF32({R, 1, D}, 21), k = randomF32({N, S, D}, 22), v = randomF32({N, S, D}, 23);
+  std::vector<uint8_t> keepBits(size_t(N * S), 0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = 0; s < live[n]; ++s) keepBits[size_t(n * S + s)] = s != 5;  // a hole at 5
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t s = cut; s < S; ++s)
+      for (int64_t j = 0; j < D; ++j) k.data<float>()[(n * S + s) * D + j] = v.data<float>()[(n * S + s) * D + j] = std::nanf("");
+  Tensor kCut = prefix(k, N, cut), vCut = prefix(v, N, cut);
+  std::vector<uint8_t> keepCut(size_t(N * cut));
+  for (int64_t n = 0; n < N; ++n)
+    std::copy(keepBits.begin() + n * S, keepBits.begin() + n * S + cut, keepCut.begin() + n * cut);
+  Tensor rows = Tensor::i32({R}, {0, 1, 2, 3, 0, 2});
+  Attrs attrs = stepAttrs(H, dk);
+  attrs["k_offset"] = AttrValue::ofInt(0);
+  attrs["v_offset"] = AttrValue::ofInt(0);
+  SingleOp full("tfm.gathered_attention", {{q}, {k}, {v}, {Tensor::boolean({N, S}, keepBits)}, {rows}}, attrs);
+  SingleOp shorter("tfm.gathered_attention", {{q}, {kCut}, {vCut}, {Tensor::boolean({N, cut}, keepCut)}, {rows}}, attrs);
+  for (KernelBackend backend : {KernelBackend::Reference, KernelBackend::Dnnl}) {
+    Tensor a = full.run(backend), b = shorter.run(backend);
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << backendName(backend) << " element " << i;
+  }
+  full.compare(stepKernel("gathered", dk), 1e-5, 1e-4);
+}
+
 // The AVX2 body on its own (AVX-512 machines run the AVX-512 one in the kernels), against
 // attendReference: head sizes 8-72 (a 64-column pass plus a partial one), 1-41 keys (tails of the
 // 8-key exp loop), keys masked inside and at the end with NaN in their keys and values (skipped,
