@@ -132,6 +132,9 @@ std::vector<CommandSpec> commandSpecs() {
         {"output-format", Kind::Text, "text (default), pieces or ids"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
+        {"score-reference", Kind::Flag,
+         "score the references instead of translating: per line, their log-probability (natural log, </s> "
+         "included); with --data or --reference"},
         {"sample", Kind::Flag, "sample tokens instead of searching (beam 1)"},
         {"top-k", Kind::Int, "sample among the K most likely tokens"},
         {"top-p", Kind::Number, "sample from the smallest set with probability >= P"},

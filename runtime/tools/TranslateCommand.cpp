@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -27,7 +28,8 @@ enum class OutputFormat { Text, Pieces, Ids };
 
 // Input problems said once per run on stderr, with the first line number (1-based).
 struct InputNotes {
-  int64_t invalidUtf8 = 0, firstInvalid = 0, truncated = 0, firstTruncated = 0;
+  int64_t invalidUtf8 = 0, firstInvalid = 0, truncated = 0, firstTruncated = 0, unscored = 0, firstUnscored = 0;
+  int64_t maxTarget = 0;  // --score-reference: the longest reference the model's max_len can score
   void report() const {
     if (invalidUtf8)
       std::fprintf(stderr, "tfmc translate: warning: %lld input line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
@@ -36,6 +38,11 @@ struct InputNotes {
       std::fprintf(stderr,
                    "tfmc translate: warning: %lld source line(s) longer than the model's max_len were truncated (first: line %lld)\n",
                    (long long)truncated, (long long)firstTruncated);
+    if (unscored)
+      std::fprintf(stderr,
+                   "tfmc translate: warning: %lld reference(s) longer than %lld tokens (the model's max_len less BOS and "
+                   "</s>) were not scored: 'nan' on their lines, left out of the totals (first: line %lld)\n",
+                   (long long)unscored, (long long)maxTarget, (long long)firstUnscored);
   }
 };
 
@@ -47,6 +54,7 @@ struct Job {
   int nBest = 1;
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
   int64_t outTokens = 0;
+  double logProb = 0;  // --score-reference: summed over the references scored
 };
 
 std::string render(const Job &job, const std::vector<int32_t> &ids) {
@@ -64,27 +72,42 @@ std::string render(const Job &job, const std::vector<int32_t> &ids) {
 
 // Translates `sources` (sentence ids first + i) in batches of similar length; per sentence, the
 // rendered lines (one, or nBest "index ||| text ||| score" lines) and the best hypothesis' text.
+// With `targets` (--score-reference) it scores them instead: per sentence, its log-probability.
 tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, uint64_t first,
-                           std::vector<std::string> &lines, std::vector<std::string> *best, bool progress) {
-  std::vector<std::vector<int32_t>> ids(sources.size());
-  const int64_t maxSource = job.translator->options().maxLen - 1;  // tokens before </s>
+                           std::vector<std::string> &lines, std::vector<std::string> *best, bool progress,
+                           const std::vector<std::string> *targets = nullptr) {
+  std::vector<std::vector<int32_t>> ids(sources.size()), targetIds(targets ? sources.size() : 0);
+  const int64_t maxLen = job.translator->options().maxLen, maxSource = maxLen - 1;  // tokens before </s>
   for (size_t i = 0; i < sources.size(); ++i) {
     std::string line = sources[i];
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
     TFMRT_RETURN_IF_ERROR(job.tok->encode(line, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
+    if (!targets) continue;
+    line = (*targets)[i];
+    tfmdata::sanitiseUtf8(line);
+    TFMRT_RETURN_IF_ERROR(job.tok->encode(line, targetIds[i]));
   }
-  std::vector<size_t> order(sources.size());
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    // A reference is scored whole or not at all (a truncated one would get a wrong score).
+    if (targets && int64_t(targetIds[i].size()) > maxLen - 2) {
+      job.notes.maxTarget = maxLen - 2;
+      if (job.notes.unscored++ == 0) job.notes.firstUnscored = int64_t(first + i) + 1;
+      continue;
+    }
+    order.push_back(i);
+  }
   // Longest first: the first sentences size the session's arena and K/V caches for all the
   // others (shortest first grew them again and again: fresh pages zeroed by the kernel each time).
   // The translator keeps up to --batch sentences in flight (and, with --max-batch-tokens, at
   // most that many source tokens counted as sentences x longest), refilling as sentences finish.
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() > ids[y].size(); });
-  std::vector<std::vector<int32_t>> in;
+  std::vector<std::vector<int32_t>> in, forced;
   std::vector<uint64_t> sentenceIds;
   for (size_t k : order) {
     in.push_back(std::move(ids[k]));
+    if (targets) forced.push_back(std::move(targetIds[k]));
     sentenceIds.push_back(first + k);
   }
   std::vector<std::vector<tfmdata::Hypothesis>> out;
@@ -94,8 +117,19 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     std::fprintf(stderr, "\rtranslated %zu/%zu%s", done, order.size(), done == order.size() ? "\n" : "");
     reported = done;
   };
+  lines.assign(sources.size(), targets ? "nan" : "");
+  if (targets) {
+    TFMRT_RETURN_IF_ERROR(job.translator->score(in, forced, out, report));
+    for (size_t i = 0; i < out.size(); ++i) {
+      char score[32];
+      std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);
+      lines[order[i]] = score;
+      job.logProb += out[i][0].logProb;
+      job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
+    }
+    return tfmrt::Status::OK();
+  }
   TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
-  lines.assign(sources.size(), "");
   if (best) best->assign(sources.size(), "");
   for (size_t i = 0; i < out.size(); ++i) {
     const size_t k = order[i];
@@ -170,7 +204,7 @@ int translateCommand(const CommandLine &cl) {
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
-                             "temperature", "seed", "profile"});
+                             "temperature", "seed", "profile", "score-reference"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -238,6 +272,17 @@ int translateCommand(const CommandLine &cl) {
   search.noRepeatNgram = int(std::clamp<long long>(cl.getInt("no-repeat-ngram-size", 0), -1, 1 << 20));
   search.maxLengthRatio = cl.getDouble("max-length-ratio", search.maxLengthRatio);
   search.maxLengthOffset = cl.getInt("max-length-offset", search.maxLengthOffset);
+  const bool scoring = cl.has("score-reference");
+  if (scoring && !cl.has("data") && !cl.has("reference")) {
+    std::cerr << "tfmc translate: error: --score-reference scores references: give --data, or --input with --reference\n";
+    return 2;
+  }
+  if (scoring && (search.sample || job.nBest > 1)) {
+    std::cerr << "tfmc translate: error: --score-reference scores the one reference of each sentence: it takes no "
+                 "--sample or --n-best\n";
+    return 2;
+  }
+  if (scoring) search.beam = 1;  // one forced hypothesis per sentence: 128 in flight by default
   if (search.sample && !cl.has("beam")) search.beam = 1;
   if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
   search.maxSentences = job.batch;
@@ -315,7 +360,8 @@ int translateCommand(const CommandLine &cl) {
   // Progress ("translated n/N", rewritten in place) only on a terminal: in a log it was one long
   // line of carriage returns.
   const bool progress = ::isatty(STDERR_FILENO) == 1;
-  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress); !s.ok()) return fail("translate", s);
+  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress, scoring ? &references : nullptr); !s.ok())
+    return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   job.notes.report();
 
@@ -329,6 +375,15 @@ int translateCommand(const CommandLine &cl) {
   } else if (!cl.has("data")) {
     for (const auto &h : lines) std::printf("%s\n", h.c_str());
   }
+  if (scoring)  // the references' log-probability (natural log, </s> included) and perplexity
+    std::fprintf(cl.has("data") ? stdout : stderr,
+                 "%s: %zu references scored%s, batch %lld, %lld tokens with </s>: log-prob %.2f, %.4f per token, "
+                 "perplexity %.2f, %.2f s (%.0f tokens/s, %lld decoder calls), load average %s\n",
+                 what.c_str(), sources.size() - size_t(job.notes.unscored), search.useCache ? "" : " (no cache)", (long long)job.batch,
+                 (long long)job.outTokens, job.logProb, job.outTokens ? job.logProb / double(job.outTokens) : NAN,
+                 job.outTokens ? std::exp(-job.logProb / double(job.outTokens)) : NAN, secs,
+                 double(job.outTokens) / secs, (long long)translator->decodeSteps(), loadAverage().c_str());
+  else
   std::fprintf(cl.has("data") ? stdout : stderr,
                "%s: %zu sentences, %s %d%s, batch %lld, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder "
                "calls), load average %s\n",
@@ -346,7 +401,7 @@ int translateCommand(const CommandLine &cl) {
                 secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
     printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
   }
-  if (!references.empty()) {
+  if (!references.empty() && !scoring) {
     // As sacreBLEU 2.6.0 scores it with its defaults (equal on tests/golden/sacrebleu).
     std::FILE *to = cl.has("data") ? stdout : stderr;
     tfmdata::BleuOptions lowercase;

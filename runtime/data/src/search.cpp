@@ -389,15 +389,37 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   return Status::OK();
 }
 
+Status Translator::score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
+                         std::vector<std::vector<Hypothesis>> &out, const std::function<void(size_t)> &progress) {
+  if (targets.size() != sources.size())
+    return tfmrt::invalidArgument(std::to_string(sources.size()) + " sources but " + std::to_string(targets.size()) +
+                                  " targets");
+  for (size_t i = 0; i < targets.size(); ++i) {
+    for (int32_t id : targets[i])
+      if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos)
+        return tfmrt::invalidArgument("target " + std::to_string(i + 1) + " holds id " + std::to_string(id) +
+                                      ": padding, BOS, </s> and negative ids are not tokens to score");
+    if (int64_t(targets[i].size()) > options_.maxLen - 2)
+      return tfmrt::invalidArgument("target " + std::to_string(i + 1) + " has " + std::to_string(targets[i].size()) +
+                                    " tokens; with BOS and </s> the model's max_len (" + std::to_string(options_.maxLen) +
+                                    ") allows " + std::to_string(options_.maxLen - 2));
+  }
+  forced_ = &targets;
+  Status s = translate(sources, out, nullptr, progress);
+  forced_ = nullptr;
+  return s;
+}
+
 Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
                              const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress) {
   const SearchOptions &o = options_;
   const int64_t N = int64_t(sources.size());
+  const std::vector<std::vector<int32_t>> *forced = forced_;  // score(): each row's next token is given
   out.assign(size_t(N), {});
   if (N == 0) return Status::OK();
   if (sentenceIds && sentenceIds->size() != sources.size())
     return tfmrt::invalidArgument("one sentence id per source is needed");
-  const int K = o.beam;
+  const int K = forced ? 1 : o.beam;
   const bool greedy = K == 1;
   const bool continuous = decoder_->continuous();
 
@@ -410,8 +432,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     srcIds[n].assign(sources[n].begin(), sources[n].begin() + len);
     srcIds[n].push_back(o.eos);
     maxSource = std::max<int64_t>(maxSource, len + 1);
-    state[n].maxOut = std::max<int64_t>(
-        1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
+    state[n].maxOut = forced ? int64_t((*forced)[size_t(n)].size()) + 1
+                             : std::max<int64_t>(1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) +
+                                                                                       o.maxLengthOffset));
     maxSteps = std::max(maxSteps, state[n].maxOut);
   }
   // Slots: sentences decoded together. Continuous batching refills a slot as soon as its
@@ -571,7 +594,14 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         const int64_t r = st.live[0].callRow;
         const float *z = logits->data<float>() + r * V;
         int32_t token = tops[r].best[0].second;
-        if (o.sample) token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
+        if (forced) {
+          token = t < int64_t((*forced)[size_t(n)].size()) ? (*forced)[size_t(n)][size_t(t)] : o.eos;
+          if (token >= V)
+            return tfmrt::invalidArgument("target " + std::to_string(n + 1) + " holds id " + std::to_string(token) +
+                                          ", outside the target vocabulary of " + std::to_string(V));
+        } else if (o.sample) {
+          token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
+        }
         const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
         if (token == o.eos) {
           finish(st.live[0], logProb);

@@ -470,3 +470,67 @@ TEST(Search, MinLengthAndNoRepeatNgramMatchAConstrainedOracle) {
 }
 
 }  // namespace
+
+namespace {
+
+// Forced decoding (Translator::score) against the teacher-forced log-probability from `forward`
+// (logProbViaForward, written independently of the search), with and without the K/V cache, on
+// targets of 0-20 tokens whose sentences finish at different steps (continuous batching: 2 slots
+// for 5 sentences); then the refusals.
+TEST(Search, ScoreEqualsTeacherForcedForward) {
+  for (const char *spec : {"tiny", "tiny-prenorm"}) {
+    SCOPED_TRACE(spec);
+    auto model = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+    ASSERT_TRUE(model);
+    ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/" + spec + ".weights.safetensors").ok());
+    const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}, {40, 41}};
+    std::vector<std::vector<int32_t>> targets{{7, 8, 9}, {}, {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22},
+                                              {46}, {33, 33, 33, 33}};
+    for (bool cache : {true, false}) {
+      SCOPED_TRACE(cache ? "cached" : "full prefix");
+      tfmdata::SearchOptions o;
+      o.beam = 4;  // score ignores the search's options
+      o.nBest = 2;
+      o.minLength = 30;
+      o.maxLen = 64;
+      o.useCache = cache;
+      o.maxSentences = 2;
+      std::unique_ptr<tfmdata::Translator> t;
+      ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+      std::vector<std::vector<tfmdata::Hypothesis>> out;
+      const tfmrt::Status s = t->score(sources, targets, out);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_EQ(out.size(), sources.size());
+      for (size_t i = 0; i < sources.size(); ++i) {
+        ASSERT_EQ(out[i].size(), 1u);
+        EXPECT_EQ(out[i][0].tokens, targets[i]);
+        const double expected = logProbViaForward(*model, sources[i], targets[i], true);
+        EXPECT_NEAR(out[i][0].logProb, expected, 1e-4 * (1 + std::abs(expected))) << "sentence " << i;
+        EXPECT_LT(out[i][0].logProb, 0.0);
+      }
+      // Refused: a target longer than max_len - 2, special ids, ids past the vocabulary, and
+      // fewer targets than sources.
+      auto refuse = [&](std::vector<std::vector<int32_t>> tg, const std::string &what) {
+        const tfmrt::Status r = t->score(sources, tg, out);
+        EXPECT_FALSE(r.ok()) << what;
+        EXPECT_NE(r.message().find(what), std::string::npos) << r.message();
+      };
+      auto with = [&](std::vector<int32_t> row) {
+        auto tg = targets;
+        tg[3] = std::move(row);
+        return tg;
+      };
+      refuse(with(std::vector<int32_t>(63, 5)), "target 4 has 63 tokens");
+      refuse(with({5, 1, 6}), "target 4 holds id 1");
+      refuse(with({5, 2}), "target 4 holds id 2");
+      const std::string V = model->artifact().metadata.at("model.tgt_vocab_size");
+      refuse(with({int32_t(std::stoi(V))}), "outside the target vocabulary of " + V);
+      refuse(std::vector<std::vector<int32_t>>(targets.begin(), targets.end() - 1), "5 sources but 4 targets");
+      // Still usable after a refusal.
+      ASSERT_TRUE(t->score(sources, targets, out).ok());
+      EXPECT_NEAR(out[0][0].logProb, logProbViaForward(*model, sources[0], targets[0], true), 1e-4 * (1 + std::abs(out[0][0].logProb)));
+    }
+  }
+}
+
+}  // namespace

@@ -89,6 +89,14 @@ public:
   tfmrt::Status translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
                           const std::vector<uint64_t> *sentenceIds = nullptr,
                           const std::function<void(size_t)> &progress = {});
+  // Forced decoding (fairseq-generate's --score-reference, Marian's scorer): the log-probability
+  // of each target (ids without BOS/EOS; </s> is scored after them) given its source, from the
+  // decoder and kernels the search uses, batched the same way. out[i]: one hypothesis holding the
+  // target, its logProb (</s> included) and score (under the length penalty). No search option
+  // applies (beam, constraints, sampling). A target longer than maxLen - 2 tokens is refused:
+  // with BOS and </s> it would not fit the model's positions.
+  tfmrt::Status score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
+                      std::vector<std::vector<Hypothesis>> &out, const std::function<void(size_t)> &progress = {});
   const SearchOptions &options() const { return options_; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
   // Work done so far, for FLOP estimates (--profile): source positions encoded (padding
@@ -115,6 +123,7 @@ private:
   int32_t sampleToken(const float *logits, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
                       int64_t position, const std::vector<uint64_t> *sentenceIds);
   SearchOptions options_;
+  const std::vector<std::vector<int32_t>> *forced_ = nullptr;  // score(): the targets, else null
   std::unique_ptr<Decoder> decoder_;
   int64_t steps_ = 0;
   Work work_;
