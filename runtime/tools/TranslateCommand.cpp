@@ -85,7 +85,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
     if (!targets) continue;
     line = (*targets)[i];
-    tfmdata::sanitiseUtf8(line);
+    if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
     TFMRT_RETURN_IF_ERROR(job.tok->encode(line, targetIds[i]));
   }
   std::vector<size_t> order;
@@ -119,7 +119,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   };
   lines.assign(sources.size(), targets ? "nan" : "");
   if (targets) {
-    TFMRT_RETURN_IF_ERROR(job.translator->score(in, forced, out, report));
+    // Errors name a reference by its line (sentence id + 1).
+    TFMRT_RETURN_IF_ERROR(job.translator->score(in, forced, out, &sentenceIds, report));
     for (size_t i = 0; i < out.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);

@@ -390,22 +390,25 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
 }
 
 Status Translator::score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
-                         std::vector<std::vector<Hypothesis>> &out, const std::function<void(size_t)> &progress) {
+                         std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
+                         const std::function<void(size_t)> &progress) {
   if (targets.size() != sources.size())
     return tfmrt::invalidArgument(std::to_string(sources.size()) + " sources but " + std::to_string(targets.size()) +
                                   " targets");
+  if (sentenceIds && sentenceIds->size() != sources.size())
+    return tfmrt::invalidArgument("one sentence id per source is needed");
   for (size_t i = 0; i < targets.size(); ++i) {
+    const std::string which = "target " + std::to_string(sentenceIds ? (*sentenceIds)[i] + 1 : i + 1);
     for (int32_t id : targets[i])
       if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos)
-        return tfmrt::invalidArgument("target " + std::to_string(i + 1) + " holds id " + std::to_string(id) +
+        return tfmrt::invalidArgument(which + " holds id " + std::to_string(id) +
                                       ": padding, BOS, </s> and negative ids are not tokens to score");
     if (int64_t(targets[i].size()) > options_.maxLen - 2)
-      return tfmrt::invalidArgument("target " + std::to_string(i + 1) + " has " + std::to_string(targets[i].size()) +
-                                    " tokens; with BOS and </s> the model's max_len (" + std::to_string(options_.maxLen) +
-                                    ") allows " + std::to_string(options_.maxLen - 2));
+      return tfmrt::invalidArgument(which + " has " + std::to_string(targets[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
+                                    std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
   }
   forced_ = &targets;
-  Status s = translate(sources, out, nullptr, progress);
+  Status s = translate(sources, out, sentenceIds, progress);
   forced_ = nullptr;
   return s;
 }
@@ -597,8 +600,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         if (forced) {
           token = t < int64_t((*forced)[size_t(n)].size()) ? (*forced)[size_t(n)][size_t(t)] : o.eos;
           if (token >= V)
-            return tfmrt::invalidArgument("target " + std::to_string(n + 1) + " holds id " + std::to_string(token) +
-                                          ", outside the target vocabulary of " + std::to_string(V));
+            return tfmrt::invalidArgument("target " + std::to_string(sentenceIds ? (*sentenceIds)[size_t(n)] + 1 : uint64_t(n) + 1) +
+                                          " holds id " + std::to_string(token) + ", outside the target vocabulary of " +
+                                          std::to_string(V));
         } else if (o.sample) {
           token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
         }

@@ -526,6 +526,10 @@ TEST(Search, ScoreEqualsTeacherForcedForward) {
       const std::string V = model->artifact().metadata.at("model.tgt_vocab_size");
       refuse(with({int32_t(std::stoi(V))}), "outside the target vocabulary of " + V);
       refuse(std::vector<std::vector<int32_t>>(targets.begin(), targets.end() - 1), "5 sources but 4 targets");
+      // With sentence ids (the CLI's line numbers), errors name the target by its id + 1.
+      const std::vector<uint64_t> ids{10, 11, 12, 13, 14};
+      const tfmrt::Status named = t->score(sources, with({5, 1}), out, &ids);
+      EXPECT_NE(named.message().find("target 14 holds id 1"), std::string::npos) << named.message();
       // Still usable after a refusal.
       ASSERT_TRUE(t->score(sources, targets, out).ok());
       EXPECT_NEAR(out[0][0].logProb, logProbViaForward(*model, sources[0], targets[0], true), 1e-4 * (1 + std::abs(out[0][0].logProb)));

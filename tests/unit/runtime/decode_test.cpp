@@ -186,6 +186,44 @@ TEST(GatheredAttention, TrailingMaskedKeysChangeNoBit) {
   full.compare(stepKernel("gathered", dk), 1e-5, 1e-4);
 }
 
+// The claim behind the gathered attention's trimming, on each body this CPU can run: masked keys
+// at the end of a row (finite keys and values) leave the result unchanged to the bit when the
+// keys are cut after the last kept one -- per (row, head) and all heads at once, with lengths
+// that end inside and at the edge of the 8- and 16-key groups.
+TEST(StepAttention, CuttingMaskedTailKeysChangesNoBit) {
+  using Body = void (*)(const float *, const float *, int64_t, const float *, int64_t, const uint8_t *, int64_t, int64_t,
+                        float, float *, float *);
+  struct Variant {
+    const char *name;
+    Body body;
+    bool allHeads;
+  };
+  std::vector<Variant> variants{{"reference", decode::attendReference, false}};
+  if (attention::cpuHasAvx2Fma()) {
+    variants.push_back({"avx2", decode::attendAvx2, false});
+    variants.push_back({"avx2 all heads", decode::attendAllHeads64Avx2, true});
+  }
+  if (attention::cpuHasAvx512()) {
+    variants.push_back({"avx512", decode::attendAvx512, false});
+    variants.push_back({"avx512 all heads", decode::attendAllHeads64Avx512, true});
+  }
+  const int64_t S = 48, H = 4, dk = 64, stride = H * dk;
+  Tensor q = randomF32({stride}, 61), k = randomF32({S, stride}, 62), v = randomF32({S, stride}, 63, -2.0f, 2.0f);
+  for (const Variant &var : variants)
+    for (int64_t live : {1, 7, 8, 16, 17, 33, 47}) {
+      SCOPED_TRACE(::testing::Message() << var.name << ", " << live << " kept keys of " << S);
+      std::vector<uint8_t> keep(size_t(S), 0);
+      for (int64_t p = 0; p < live; ++p) keep[size_t(p)] = p != 3;  // and a hole
+      const int64_t outs = var.allHeads ? H * dk : dk, heads = var.allHeads ? H : dk;
+      std::vector<float> scores(static_cast<size_t>(H * (S + 16))), whole(static_cast<size_t>(outs)), cut(static_cast<size_t>(outs));
+      var.body(q.data<float>(), k.data<float>(), stride, v.data<float>(), stride, keep.data(), S, heads, 0.125f,
+               scores.data(), whole.data());
+      var.body(q.data<float>(), k.data<float>(), stride, v.data<float>(), stride, keep.data(), live, heads, 0.125f,
+               scores.data(), cut.data());
+      for (int64_t j = 0; j < outs; ++j) ASSERT_EQ(whole[size_t(j)], cut[size_t(j)]) << j;
+    }
+}
+
 // The AVX2 body on its own (AVX-512 machines run the AVX-512 one in the kernels), against
 // attendReference: head sizes 8-72 (a 64-column pass plus a partial one), 1-41 keys (tails of the
 // 8-key exp loop), keys masked inside and at the end with NaN in their keys and values (skipped,

@@ -93,10 +93,12 @@ public:
   // of each target (ids without BOS/EOS; </s> is scored after them) given its source, from the
   // decoder and kernels the search uses, batched the same way. out[i]: one hypothesis holding the
   // target, its logProb (</s> included) and score (under the length penalty). No search option
-  // applies (beam, constraints, sampling). A target longer than maxLen - 2 tokens is refused:
-  // with BOS and </s> it would not fit the model's positions.
+  // applies (beam, constraints, sampling). A target longer than maxLen - 2 tokens is refused: as
+  // in the search, no sequence with BOS and </s> may exceed max_len. Errors name a target by its
+  // sentence id + 1 (`sentenceIds`, one per source; default: its position).
   tfmrt::Status score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
-                      std::vector<std::vector<Hypothesis>> &out, const std::function<void(size_t)> &progress = {});
+                      std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds = nullptr,
+                      const std::function<void(size_t)> &progress = {});
   const SearchOptions &options() const { return options_; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
   // Work done so far, for FLOP estimates (--profile): source positions encoded (padding
