@@ -132,6 +132,8 @@ std::vector<CommandSpec> commandSpecs() {
         {"output-format", Kind::Text, "text (default), pieces or ids"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
+        {"target-prefix", Kind::Text,
+         "file: per source line, the start its translation must have (forced, then searched; empty line: none)"},
         {"score-reference", Kind::Flag,
          "score the references instead of translating: per line, their log-probability (natural log, </s> "
          "included); with --data or --reference"},

@@ -73,16 +73,24 @@ std::string render(const Job &job, const std::vector<int32_t> &ids) {
 // Translates `sources` (sentence ids first + i) in batches of similar length; per sentence, the
 // rendered lines (one, or nBest "index ||| text ||| score" lines) and the best hypothesis' text.
 // With `targets` (--score-reference) it scores them instead: per sentence, its log-probability.
+// With `prefixes` (--target-prefix), each output starts with its line's prefix.
 tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, uint64_t first,
                            std::vector<std::string> &lines, std::vector<std::string> *best, bool progress,
-                           const std::vector<std::string> *targets = nullptr) {
-  std::vector<std::vector<int32_t>> ids(sources.size()), targetIds(targets ? sources.size() : 0);
+                           const std::vector<std::string> *targets = nullptr,
+                           const std::vector<std::string> *prefixes = nullptr) {
+  std::vector<std::vector<int32_t>> ids(sources.size()), targetIds(targets ? sources.size() : 0),
+      prefixIds(prefixes ? sources.size() : 0);
   const int64_t maxLen = job.translator->options().maxLen, maxSource = maxLen - 1;  // tokens before </s>
   for (size_t i = 0; i < sources.size(); ++i) {
     std::string line = sources[i];
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
     TFMRT_RETURN_IF_ERROR(job.tok->encode(line, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
+    if (prefixes) {
+      line = (*prefixes)[i];
+      if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
+      TFMRT_RETURN_IF_ERROR(job.tok->encode(line, prefixIds[i]));
+    }
     if (!targets) continue;
     line = (*targets)[i];
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
@@ -108,6 +116,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   for (size_t k : order) {
     in.push_back(std::move(ids[k]));
     if (targets) forced.push_back(std::move(targetIds[k]));
+    if (prefixes) forced.push_back(std::move(prefixIds[k]));
     sentenceIds.push_back(first + k);
   }
   std::vector<std::vector<tfmdata::Hypothesis>> out;
@@ -130,7 +139,9 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     }
     return tfmrt::Status::OK();
   }
-  TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
+  // Errors name a prefix by its line (sentence id + 1).
+  if (prefixes) TFMRT_RETURN_IF_ERROR(job.translator->translateWithPrefixes(in, forced, out, &sentenceIds, report));
+  else TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
   if (best) best->assign(sources.size(), "");
   for (size_t i = 0; i < out.size(); ++i) {
     const size_t k = order[i];
@@ -205,7 +216,7 @@ int translateCommand(const CommandLine &cl) {
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
-                             "temperature", "seed", "profile", "score-reference"});
+                             "temperature", "seed", "profile", "score-reference", "target-prefix"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -284,6 +295,11 @@ int translateCommand(const CommandLine &cl) {
     return 2;
   }
   if (scoring) search.beam = 1;  // one forced hypothesis per sentence: 128 in flight by default
+  if (cl.has("target-prefix") && (scoring || cl.get("input") == "-")) {
+    std::cerr << "tfmc translate: error: --target-prefix is read line for line with --input file or --data; it "
+                 "takes no --score-reference and no streamed --input -\n";
+    return 2;
+  }
   if (search.sample && !cl.has("beam")) search.beam = 1;
   if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
   search.maxSentences = job.batch;
@@ -350,10 +366,20 @@ int translateCommand(const CommandLine &cl) {
     }
     what = cl.get("input");
   }
+  std::vector<std::string> prefixes;
+  if (cl.has("target-prefix")) {
+    if (auto s = tfmdata::readLines(cl.get("target-prefix"), prefixes); !s.ok()) return fail("translate", s);
+    if (prefixes.size() != sources.size()) {
+      std::cerr << "tfmc translate: error: " << sources.size() << " source lines but " << prefixes.size()
+                << " target prefix lines\n";
+      return 1;
+    }
+  }
   const int64_t limit = cl.getInt("max-sentences", 0);
   if (limit > 0 && int64_t(sources.size()) > limit) {
     sources.resize(size_t(limit));
     if (!references.empty()) references.resize(size_t(limit));
+    if (!prefixes.empty()) prefixes.resize(size_t(limit));
   }
 
   std::vector<std::string> lines, hypotheses;
@@ -361,7 +387,9 @@ int translateCommand(const CommandLine &cl) {
   // Progress ("translated n/N", rewritten in place) only on a terminal: in a log it was one long
   // line of carriage returns.
   const bool progress = ::isatty(STDERR_FILENO) == 1;
-  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress, scoring ? &references : nullptr); !s.ok())
+  if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress, scoring ? &references : nullptr,
+                            cl.has("target-prefix") ? &prefixes : nullptr);
+      !s.ok())
     return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   job.notes.report();
@@ -386,10 +414,11 @@ int translateCommand(const CommandLine &cl) {
                  double(job.outTokens) / secs, (long long)translator->decodeSteps(), loadAverage().c_str());
   else
   std::fprintf(cl.has("data") ? stdout : stderr,
-               "%s: %zu sentences, %s %d%s, batch %lld, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder "
+               "%s: %zu sentences, %s %d%s, batch %lld%s, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder "
                "calls), load average %s\n",
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
-               search.useCache ? "" : " (no cache)", (long long)job.batch, secs, double(sources.size()) / secs, double(job.outTokens) / secs,
+               search.useCache ? "" : " (no cache)", (long long)job.batch,
+               cl.has("target-prefix") ? ", target prefixes" : "", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)translator->decodeSteps(), loadAverage().c_str());
   if (options.profile) {
     const auto &w = translator->work();

@@ -389,25 +389,44 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   return Status::OK();
 }
 
+Status Translator::checkForced(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &given,
+                               const std::vector<uint64_t> *sentenceIds, const char *what, const char *whats) const {
+  if (given.size() != sources.size())
+    return tfmrt::invalidArgument(std::to_string(sources.size()) + " sources but " + std::to_string(given.size()) + " " +
+                                  whats);
+  if (sentenceIds && sentenceIds->size() != sources.size())
+    return tfmrt::invalidArgument("one sentence id per source is needed");
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string which = what + (" " + std::to_string(sentenceIds ? (*sentenceIds)[i] + 1 : i + 1));
+    for (int32_t id : given[i])
+      if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos)
+        return tfmrt::invalidArgument(which + " holds id " + std::to_string(id) +
+                                      ": padding, BOS, </s> and negative ids are not tokens to force");
+    if (int64_t(given[i].size()) > options_.maxLen - 2)
+      return tfmrt::invalidArgument(which + " has " + std::to_string(given[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
+                                    std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
+  }
+  return Status::OK();
+}
+
 Status Translator::score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
                          std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
                          const std::function<void(size_t)> &progress) {
-  if (targets.size() != sources.size())
-    return tfmrt::invalidArgument(std::to_string(sources.size()) + " sources but " + std::to_string(targets.size()) +
-                                  " targets");
-  if (sentenceIds && sentenceIds->size() != sources.size())
-    return tfmrt::invalidArgument("one sentence id per source is needed");
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const std::string which = "target " + std::to_string(sentenceIds ? (*sentenceIds)[i] + 1 : i + 1);
-    for (int32_t id : targets[i])
-      if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos)
-        return tfmrt::invalidArgument(which + " holds id " + std::to_string(id) +
-                                      ": padding, BOS, </s> and negative ids are not tokens to score");
-    if (int64_t(targets[i].size()) > options_.maxLen - 2)
-      return tfmrt::invalidArgument(which + " has " + std::to_string(targets[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
-                                    std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
-  }
+  TFMRT_RETURN_IF_ERROR(checkForced(sources, targets, sentenceIds, "target", "targets"));
   forced_ = &targets;
+  forcedWhole_ = true;
+  Status s = translate(sources, out, sentenceIds, progress);
+  forced_ = nullptr;
+  return s;
+}
+
+Status Translator::translateWithPrefixes(const std::vector<std::vector<int32_t>> &sources,
+                                         const std::vector<std::vector<int32_t>> &prefixes,
+                                         std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
+                                         const std::function<void(size_t)> &progress) {
+  TFMRT_RETURN_IF_ERROR(checkForced(sources, prefixes, sentenceIds, "prefix", "prefixes"));
+  forced_ = &prefixes;
+  forcedWhole_ = false;
   Status s = translate(sources, out, sentenceIds, progress);
   forced_ = nullptr;
   return s;
@@ -417,12 +436,18 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
                              const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress) {
   const SearchOptions &o = options_;
   const int64_t N = int64_t(sources.size());
-  const std::vector<std::vector<int32_t>> *forced = forced_;  // score(): each row's next token is given
+  // Tokens given per sentence (score()'s targets, translateWithPrefixes()'s prefixes): while a
+  // sentence is inside them, its one hypothesis takes the given token.
+  const std::vector<std::vector<int32_t>> *forced = forced_;
+  const bool scoring = forced && forcedWhole_;
+  auto givenAt = [&](int64_t n, int64_t t) {
+    return forced && t < int64_t((*forced)[size_t(n)].size()) ? (*forced)[size_t(n)][size_t(t)] : -1;
+  };
   out.assign(size_t(N), {});
   if (N == 0) return Status::OK();
   if (sentenceIds && sentenceIds->size() != sources.size())
     return tfmrt::invalidArgument("one sentence id per source is needed");
-  const int K = forced ? 1 : o.beam;
+  const int K = scoring ? 1 : o.beam;
   const bool greedy = K == 1;
   const bool continuous = decoder_->continuous();
 
@@ -435,9 +460,12 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     srcIds[n].assign(sources[n].begin(), sources[n].begin() + len);
     srcIds[n].push_back(o.eos);
     maxSource = std::max<int64_t>(maxSource, len + 1);
-    state[n].maxOut = forced ? int64_t((*forced)[size_t(n)].size()) + 1
-                             : std::max<int64_t>(1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) +
-                                                                                       o.maxLengthOffset));
+    state[n].maxOut = std::max<int64_t>(1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) +
+                                                                              o.maxLengthOffset));
+    if (forced) {  // room for every given token and </s> (<= max_len - 1: checked)
+      const int64_t given = int64_t((*forced)[size_t(n)].size()) + 1;
+      state[n].maxOut = scoring ? given : std::max(state[n].maxOut, given);
+    }
     maxSteps = std::max(maxSteps, state[n].maxOut);
   }
   // Slots: sentences decoded together. Continuous batching refills a slot as soon as its
@@ -593,16 +621,20 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);
         st.finished.push_back(std::move(f));
       };
-      if (greedy) {
+      const int32_t given = givenAt(n, t);
+      if (given >= V)
+        return tfmrt::invalidArgument(std::string(scoring ? "target " : "prefix ") +
+                                      std::to_string(sentenceIds ? (*sentenceIds)[size_t(n)] + 1 : uint64_t(n) + 1) +
+                                      " holds id " + std::to_string(given) + ", outside the target vocabulary of " +
+                                      std::to_string(V));
+      if (greedy || given >= 0) {  // one hypothesis: greedy, or a given token (any beam)
         const int64_t r = st.live[0].callRow;
         const float *z = logits->data<float>() + r * V;
         int32_t token = tops[r].best[0].second;
-        if (forced) {
-          token = t < int64_t((*forced)[size_t(n)].size()) ? (*forced)[size_t(n)][size_t(t)] : o.eos;
-          if (token >= V)
-            return tfmrt::invalidArgument("target " + std::to_string(sentenceIds ? (*sentenceIds)[size_t(n)] + 1 : uint64_t(n) + 1) +
-                                          " holds id " + std::to_string(token) + ", outside the target vocabulary of " +
-                                          std::to_string(V));
+        if (given >= 0) {
+          token = given;
+        } else if (scoring) {
+          token = o.eos;
         } else if (o.sample) {
           token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
         }

@@ -32,12 +32,14 @@ bool repeatsNgram(const std::vector<int32_t> &out, int32_t w, int ngram) {
   return seen.count(std::vector<int32_t>(seq.end() - ngram, seq.end())) > 0;
 }
 
+// `start`: output tokens taken as given (a target prefix), the argmax continuing after them.
 std::vector<int32_t> greedyViaForward(tfmrt::Model &m, const std::vector<int32_t> &src, int64_t maxOut,
-                                      int *eosSecond = nullptr, int64_t minLength = 0, int ngram = 0) {
+                                      int *eosSecond = nullptr, int64_t minLength = 0, int ngram = 0,
+                                      const std::vector<int32_t> &start = {}) {
   std::vector<int32_t> srcIds = src;
   srcIds.push_back(2);
-  std::vector<int32_t> out;
-  for (int64_t t = 0; t < maxOut; ++t) {
+  std::vector<int32_t> out = start;
+  for (int64_t t = int64_t(start.size()); t < maxOut; ++t) {
     std::vector<int32_t> in{1};
     in.insert(in.end(), out.begin(), out.end());
     const int64_t T = int64_t(in.size());
@@ -535,6 +537,81 @@ TEST(Search, ScoreEqualsTeacherForcedForward) {
       EXPECT_NEAR(out[0][0].logProb, logProbViaForward(*model, sources[0], targets[0], true), 1e-4 * (1 + std::abs(out[0][0].logProb)));
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Target prefixes (Translator::translateWithPrefixes): greedy equals the argmax over `forward`
+// continuing after the prefix; with beam 4, every output starts with its prefix, the cached and
+// full-prefix decoders agree, and each hypothesis' log-probability (prefix included) equals the
+// teacher-forced one. Prefixes of 0-6 tokens, one longer than the source's length limit (the limit
+// grows to fit it), over 2 slots.
+TEST(Search, TargetPrefixesAreForcedThenSearched) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}};
+  const std::vector<std::vector<int32_t>> prefixes{{7, 8}, {40, 41, 42, 43, 44, 45}, {}, {9}};
+  tfmdata::SearchOptions o;
+  o.maxLen = 32;
+  o.maxLengthRatio = 1.0;
+  o.maxLengthOffset = 3;  // sentence 1: 1 + 3 = 4 tokens, and its prefix alone has 6
+  o.maxSentences = 2;
+  o.nBest = 4;
+  std::vector<std::vector<std::vector<tfmdata::Hypothesis>>> beams;
+  for (int beam : {1, 4})
+    for (bool cache : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "beam " << beam << (cache ? ", cached" : ", full prefix"));
+      o.beam = beam;
+      o.nBest = beam;
+      o.useCache = cache;
+      std::unique_ptr<tfmdata::Translator> t;
+      ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+      std::vector<std::vector<tfmdata::Hypothesis>> out;
+      const tfmrt::Status s = t->translateWithPrefixes(sources, prefixes, out);
+      ASSERT_TRUE(s.ok()) << s.message();
+      ASSERT_EQ(out.size(), sources.size());
+      for (size_t i = 0; i < sources.size(); ++i) {
+        ASSERT_FALSE(out[i].empty());
+        const int64_t maxOut = std::max<int64_t>(int64_t(sources[i].size()) + 3, int64_t(prefixes[i].size()) + 1);
+        for (const tfmdata::Hypothesis &h : out[i]) {
+          ASSERT_GE(h.tokens.size(), prefixes[i].size());
+          EXPECT_TRUE(std::equal(prefixes[i].begin(), prefixes[i].end(), h.tokens.begin())) << "sentence " << i;
+          EXPECT_LE(int64_t(h.tokens.size()), maxOut);
+          // Cut at the limit: no </s> was scored.
+          const bool cut = int64_t(h.tokens.size()) == maxOut;
+          const double expected = logProbViaForward(*model, sources[i], h.tokens, !cut);
+          EXPECT_NEAR(h.logProb, expected, 1e-4 * (1 + std::abs(expected))) << "sentence " << i;
+        }
+        if (beam == 1)
+          EXPECT_EQ(out[i][0].tokens, greedyViaForward(*model, sources[i], maxOut, nullptr, 0, 0, prefixes[i]))
+              << "sentence " << i;
+      }
+      beams.push_back(std::move(out));
+    }
+  // Cached and full prefix give the same hypotheses (beam 1, then beam 4).
+  for (size_t b : {size_t(0), size_t(2)})
+    for (size_t i = 0; i < sources.size(); ++i) {
+      ASSERT_EQ(beams[b][i].size(), beams[b + 1][i].size());
+      for (size_t h = 0; h < beams[b][i].size(); ++h) EXPECT_EQ(beams[b][i][h].tokens, beams[b + 1][i][h].tokens);
+    }
+  // Beam 4 is not greedy here: the prefix leaves room for a search.
+  size_t differ = 0;
+  for (size_t i = 0; i < sources.size(); ++i) differ += beams[0][i][0].tokens != beams[2][i][0].tokens || beams[2][i].size() > 1;
+  EXPECT_GT(differ, 0u);
+  // Refused: a prefix holding </s>, a prefix too long, a prefix count that does not match.
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  std::vector<std::vector<tfmdata::Hypothesis>> out;
+  auto bad = prefixes;
+  bad[2] = {5, 2};
+  EXPECT_NE(t->translateWithPrefixes(sources, bad, out).message().find("prefix 3 holds id 2"), std::string::npos);
+  bad[2] = std::vector<int32_t>(31, 5);  // max_len 32 leaves 30
+  EXPECT_NE(t->translateWithPrefixes(sources, bad, out).message().find("prefix 3 has 31 tokens"), std::string::npos);
+  bad.pop_back();
+  EXPECT_NE(t->translateWithPrefixes(sources, bad, out).message().find("4 sources but 3 prefixes"), std::string::npos);
 }
 
 }  // namespace

@@ -89,6 +89,16 @@ public:
   tfmrt::Status translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
                           const std::vector<uint64_t> *sentenceIds = nullptr,
                           const std::function<void(size_t)> &progress = {});
+  // The same, each output starting with the given target prefix (CTranslate2's target_prefix,
+  // Marian's --force-decode; ids without BOS, may be empty): the prefix is forced token by token
+  // (one hypothesis per sentence while it lasts, whatever the beam; the search's constraints do
+  // not apply to it), then the search continues. Outputs and scores include the prefix. A prefix
+  // longer than maxLen - 2 tokens is refused; the length limit is at least prefix + 1.
+  tfmrt::Status translateWithPrefixes(const std::vector<std::vector<int32_t>> &sources,
+                                      const std::vector<std::vector<int32_t>> &prefixes,
+                                      std::vector<std::vector<Hypothesis>> &out,
+                                      const std::vector<uint64_t> *sentenceIds = nullptr,
+                                      const std::function<void(size_t)> &progress = {});
   // Forced decoding (fairseq-generate's --score-reference, Marian's scorer): the log-probability
   // of each target (ids without BOS/EOS; </s> is scored after them) given its source, from the
   // decoder and kernels the search uses, batched the same way. out[i]: one hypothesis holding the
@@ -125,7 +135,12 @@ private:
   int32_t sampleToken(const float *logits, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
                       int64_t position, const std::vector<uint64_t> *sentenceIds);
   SearchOptions options_;
-  const std::vector<std::vector<int32_t>> *forced_ = nullptr;  // score(): the targets, else null
+  // Tokens given per sentence: score()'s targets (then </s>; forcedWhole_) or
+  // translateWithPrefixes()'s prefixes (then the search); null otherwise.
+  const std::vector<std::vector<int32_t>> *forced_ = nullptr;
+  bool forcedWhole_ = false;
+  tfmrt::Status checkForced(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &given,
+                            const std::vector<uint64_t> *sentenceIds, const char *what, const char *whats) const;
   std::unique_ptr<Decoder> decoder_;
   int64_t steps_ = 0;
   Work work_;
