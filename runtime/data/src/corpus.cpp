@@ -23,11 +23,15 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
       line.clear();
     }
   }
+  const int readErrno = errno;
   int err = 0;
   const char *msg = gzerror(f, &err);
+  // gzerror's text lives in the gzFile: copy it before gzclose frees it (the message was garbage),
+  // without the "<path>: " zlib puts in front.
+  std::string why = err == Z_ERRNO ? std::strerror(readErrno) : (msg && *msg ? msg : "zlib error");
+  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
   gzclose(f);
-  if (err != Z_OK && err != Z_STREAM_END)
-    return tfmrt::ioError("cannot read '" + path + "': " + (msg ? msg : "zlib error"));
+  if (err != Z_OK && err != Z_STREAM_END) return tfmrt::ioError("cannot read '" + path + "': " + why);
   if (!line.empty()) lines.push_back(std::move(line));  // last line without a newline
   return tfmrt::Status::OK();
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -37,6 +38,17 @@ TEST(Corpus, ReadsGzipAndPlainLines) {
   tfmrt::Status s = tfmdata::readLines(testing::TempDir() + "/nope.gz", lines);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
+  // Unreadable: a directory, and a gzip file cut short; the message says why.
+  s = tfmdata::readLines(testing::TempDir(), lines);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read '" + testing::TempDir() + "': Is a directory"), std::string::npos) << s.message();
+  const std::string whole = writeGz("cut.gz", std::string(5000, 'x') + "\n" + std::string(5000, 'y') + "\n");
+  std::ifstream in(whole, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(whole, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size() / 2));
+  s = tfmdata::readLines(whole, lines);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read '" + whole + "': unexpected end of file"), std::string::npos) << s.message();
 }
 
 TEST(Corpus, ParallelSidesMustHaveEqualLineCounts) {
@@ -217,6 +229,7 @@ TEST(Bleu, HandComputed) {
 // --- BLEU and chrF equal to sacreBLEU's own values (tests/golden/sacrebleu, sacreBLEU 2.6.0) --------
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "json.h"
