@@ -148,7 +148,12 @@ int benchCommand(const CommandLine &cl) {
   variants[1].fusion = comparePrecision ? "all" : "none";
   variants[1].label = comparePrecision ? "f32" : "unfused";
   tfmrt::RuntimeOptions runtimeOptions;
-  runtimeOptions.num_threads = int(cl.getInt("threads", 0));
+  const int64_t threads = cl.getInt("threads", 0);
+  if (threads < 0 || threads > tfmrt::kMaxThreads) {
+    std::cerr << "tfmc bench: error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << threads << "\n";
+    return 2;
+  }
+  runtimeOptions.num_threads = int(threads);
   for (Variant &v : variants) {
     PipelineOptions pipeline;
     std::string error;

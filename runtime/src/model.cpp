@@ -53,7 +53,8 @@ Status Model::load(const std::string &path, const RuntimeOptions &options, std::
 Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std::unique_ptr<Model> &model) {
   try {
     TFMRT_RETURN_IF_ERROR(validateArtifact(artifact));
-    if (options.num_threads < 0) return invalidArgument(cat("num_threads must be >= 0, got ", options.num_threads));
+    if (options.num_threads < 0 || options.num_threads > kMaxThreads)
+      return invalidArgument(cat("the thread count (--threads) must be in [0, ", kMaxThreads, "], got ", options.num_threads));
     std::unique_ptr<Model> m(new Model());
     Impl &impl = *m->impl_;
     impl.artifact = std::move(artifact);

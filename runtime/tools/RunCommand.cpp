@@ -107,7 +107,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
   if (!parseKernels(cmd, rs.kernels, options.backend)) return 2;
-  options.num_threads = int(rs.threads);
+  options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
   noticeIfBf16RunsAsF32(rs.artifactPath, *model);
@@ -256,6 +256,10 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   rs.tgtLen = cl.getInt("tgt-len", -1);
   rs.iters = cl.getInt("iters", 1);
   rs.threads = cl.getInt("threads", 0);
+  if (rs.threads < 0 || rs.threads > tfmrt::kMaxThreads) {
+    std::cerr << "tfmc " << cmd << ": error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << rs.threads << "\n";
+    return false;
+  }
   rs.profile = cl.has("profile");
   rs.entry = cl.get("entry", "forward");
   return true;

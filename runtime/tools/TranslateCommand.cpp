@@ -242,8 +242,13 @@ int translateCommand(const CommandLine &cl) {
   job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
   job.nBest = int(cl.getInt("n-best", 1));
   const int64_t threads = cl.getInt("threads", 0);
-  if (job.batch < 1 || job.maxBatchTokens < 0 || threads < 0 || job.nBest < 1) {
-    std::cerr << "tfmc translate: error: --batch and --n-best must be >= 1, --max-batch-tokens and --threads >= 0\n";
+  if (job.batch < 1 || job.maxBatchTokens < 0 || threads < 0 || job.nBest < 1 || cl.getInt("max-sentences", 0) < 0) {
+    std::cerr << "tfmc translate: error: --batch and --n-best must be >= 1, --max-batch-tokens, --max-sentences and "
+                 "--threads >= 0\n";
+    return 2;
+  }
+  if (threads > tfmrt::kMaxThreads) {
+    std::cerr << "tfmc translate: error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << threads << "\n";
     return 2;
   }
   if (cl.has("output")) {  // fail now, not after the whole translation

@@ -36,9 +36,13 @@ enum class KernelBackend : uint8_t {
 };
 const char *backendName(KernelBackend backend);
 
+// The most OpenMP threads a model accepts: past the cores they only oversubscribe, and libgomp
+// aborts (or the process crashes) when it cannot create them (--threads 50000 / 100000 did).
+constexpr int kMaxThreads = 1024;
+
 struct RuntimeOptions {
   KernelBackend backend = KernelBackend::Dnnl;
-  int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores)
+  int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores); <= kMaxThreads
   bool profile = false;  // time every kernel invocation (see Model::profileReport)
   // Dnnl backend, AVX-512 CPUs: products of <= 256 rows with a packed weight (the decoder's
   // per-step GEMMs) run on tfmc's panel GEMM; false = oneDNN at every size (for comparisons).

@@ -603,7 +603,8 @@ TEST(Threads, OneAndTwoThreadsAgree) {
   ASSERT_OK(two->run("forward", in, y));
   for (size_t o = 0; o < x.size(); ++o) EXPECT_TRUE(allClose(y[o], x[o], 1e-5, 1e-5));
   std::unique_ptr<Model> bad;
-  EXPECT_ERROR(Model::fromArtifact(a, RuntimeOptions{KernelBackend::Dnnl, -1}, bad), "num_threads must be >= 0");
+  EXPECT_ERROR(Model::fromArtifact(a, RuntimeOptions{KernelBackend::Dnnl, -1}, bad), "must be in [0, 1024], got -1");
+  EXPECT_ERROR(Model::fromArtifact(a, RuntimeOptions{KernelBackend::Dnnl, kMaxThreads + 1}, bad), "must be in [0, 1024], got 1025");
 }
 
 TEST(Load, FromFileAndErrorsNameThePath) {
