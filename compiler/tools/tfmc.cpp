@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include "CompilerCommands.h"
 
@@ -95,15 +97,25 @@ int main(int argc, char **argv) {
   tfmc::CommandLine cl;
   int exitCode = 0;
   if (!tfmc::parseCommandLine("tfmc", command, argc, argv, 2, cl, exitCode)) return exitCode;
-  if (command == "compile") return tfmc::compileCommand(cl);
-  if (command == "run") return tfmc::runCommand(cl);
-  if (command == "train") return tfmc::trainCommand(cl);
-  if (command == "tokenizer") return tfmc::tokenizerCommand(cl);
-  if (command == "translate") return tfmc::translateCommand(cl);
-  if (command == "demo") return tfmc::demoCommand(cl);
-  if (command == "inspect") return tfmc::inspectCommand(cl);
-  if (command == "bench") return tfmc::benchCommand(cl);
-  if (command == "average") return tfmc::averageCommand(cl);
+  // The last line of defence: whatever a command did not turn into a Status ends in a message and
+  // exit status 1, not in std::terminate's abort.
+  try {
+    if (command == "compile") return tfmc::compileCommand(cl);
+    if (command == "run") return tfmc::runCommand(cl);
+    if (command == "train") return tfmc::trainCommand(cl);
+    if (command == "tokenizer") return tfmc::tokenizerCommand(cl);
+    if (command == "translate") return tfmc::translateCommand(cl);
+    if (command == "demo") return tfmc::demoCommand(cl);
+    if (command == "inspect") return tfmc::inspectCommand(cl);
+    if (command == "bench") return tfmc::benchCommand(cl);
+    if (command == "average") return tfmc::averageCommand(cl);
+  } catch (const std::bad_alloc &) {
+    std::cerr << "tfmc " << command << ": error: out of memory (a batch, length or vocabulary too large for this machine?)\n";
+    return 1;
+  } catch (const std::exception &e) {
+    std::cerr << "tfmc " << command << ": internal error: " << e.what() << "\n";
+    return 1;
+  }
   std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;
   return 2;
 }

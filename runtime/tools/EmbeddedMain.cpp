@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -80,5 +82,12 @@ int main(int argc, char **argv) {
   }
   cl.positionals.push_back(self);
   if (!cl.has("input") && !cl.has("data")) cl.flags.push_back({"input", "-"});
-  return tfmc::translateCommand(cl);
+  try {  // as tfmc's main: a message and exit status 1, never std::terminate's abort
+    return tfmc::translateCommand(cl);
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "%s: error: out of memory (a batch or length too large for this machine?)\n", argv[0]);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", argv[0], e.what());
+  }
+  return 1;
 }

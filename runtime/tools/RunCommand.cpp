@@ -139,6 +139,13 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     int64_t batch = rs.batch > 0 ? rs.batch : info.compileBatch;
     int64_t srcLen = rs.srcLen > 0 ? rs.srcLen : info.compileSrcLen;
     int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : info.compileTgtLen;
+    // Checked before the sample batch is built: --batch 100000 --src-len 100000 asked for 40 GB of
+    // ids and ended in an uncaught std::bad_alloc.
+    if (srcLen > info.maxLen || tgtLen > info.maxLen) {
+      std::cerr << "tfmc " << cmd << ": error: --src-len " << srcLen << " and --tgt-len " << tgtLen
+                << " must be at most the model's max_len (" << info.maxLen << ")\n";
+      return 2;
+    }
     makeSampleBatch(info, batch, srcLen, tgtLen, rs.seed, inputs);
   }
   for (size_t i = 0; i < inputs.size(); ++i)
