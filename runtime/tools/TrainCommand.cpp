@@ -839,6 +839,13 @@ int tokenizerCommand(const CommandLine &cl) {
     list = end < list.size() ? list.substr(end + 1) : "";
     if (list.empty()) break;
   }
+  const int64_t vocab = cl.getInt("vocab", 8000);
+  // pad, bos, eos and unk take ids 0-3 (SentencePiece's own refusals of 0-4 named its source lines).
+  if (vocab < 5 || vocab > (int64_t(1) << 24)) {
+    std::cerr << "tfmc tokenizer: error: --vocab must be in [5, 16777216] (ids 0-3 are pad, bos, eos and unk), got " << vocab
+              << "\n";
+    return 2;
+  }
   const std::string split = cl.get("split", "train");
   for (const std::string &lang : langs) {
     std::vector<std::string> lines;
@@ -846,7 +853,7 @@ int tokenizerCommand(const CommandLine &cl) {
     sentences.insert(sentences.end(), lines.begin(), lines.end());
   }
   tfmdata::TokenizerOptions options;
-  options.vocabSize = int(cl.getInt("vocab", 8000));
+  options.vocabSize = int(vocab);
   std::unique_ptr<tfmdata::Tokenizer> tok;
   auto start = std::chrono::steady_clock::now();
   if (auto s = tfmdata::Tokenizer::train(sentences, options, out, tok); !s.ok()) return fail("tokenizer", s);

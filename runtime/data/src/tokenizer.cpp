@@ -11,7 +11,12 @@ namespace {
 
 tfmrt::Status fromSp(const sentencepiece::util::Status &s, const std::string &what) {
   if (s.ok()) return tfmrt::Status::OK();
-  return tfmrt::invalidArgument(what + ": " + s.ToString());
+  // SentencePiece's checks read "Internal: ./src/trainer_interface.cc(660) [(a) == (b)] Vocabulary
+  // size too high (...)": keep the sentence after the source location and condition, when there is one.
+  std::string text = s.ToString();
+  const size_t bracket = text.find("] ");
+  if (text.rfind("Internal: ", 0) == 0 && bracket != std::string::npos && bracket + 2 < text.size()) text.erase(0, bracket + 2);
+  return tfmrt::invalidArgument(what + ": " + text);
 }
 
 class VectorIterator final : public sentencepiece::SentenceIterator {
