@@ -332,6 +332,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     return 2;
   }
   const int64_t evalEvery = cl.getInt("eval-every", 0);
+  // Such values were taken: --batch-tokens 0 or -5 made one-sentence batches ("<= -5 tokens"),
+  // --eval-every below 0 meant "at the end", --log-every below 1 "every step".
+  if (evalEvery < 0 || cl.getInt("log-every", 1) < 1 || cl.getInt("batch-tokens", 1) < 1) {
+    std::cerr << "tfmc train: error: --log-every and --batch-tokens must be >= 1, --eval-every >= 0 (0: at the end)\n";
+    return 2;
+  }
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
   if (cl.has("metrics") && leader) {
