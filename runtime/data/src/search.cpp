@@ -389,8 +389,11 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   return Status::OK();
 }
 
-Status Translator::checkForced(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &given,
-                               const std::vector<uint64_t> *sentenceIds, const char *what, const char *whats) const {
+Status Translator::translateForced(const std::vector<std::vector<int32_t>> &sources,
+                                   const std::vector<std::vector<int32_t>> &given, bool whole,
+                                   std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
+                                   const std::function<void(size_t)> &progress) {
+  const char *what = whole ? "target" : "prefix", *whats = whole ? "targets" : "prefixes";
   if (given.size() != sources.size())
     return tfmrt::invalidArgument(std::to_string(sources.size()) + " sources but " + std::to_string(given.size()) + " " +
                                   whats);
@@ -406,30 +409,24 @@ Status Translator::checkForced(const std::vector<std::vector<int32_t>> &sources,
       return tfmrt::invalidArgument(which + " has " + std::to_string(given[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
                                     std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
   }
-  return Status::OK();
+  forced_ = &given;
+  forcedWhole_ = whole;
+  Status s = translate(sources, out, sentenceIds, progress);
+  forced_ = nullptr;
+  return s;
 }
 
 Status Translator::score(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &targets,
                          std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
                          const std::function<void(size_t)> &progress) {
-  TFMRT_RETURN_IF_ERROR(checkForced(sources, targets, sentenceIds, "target", "targets"));
-  forced_ = &targets;
-  forcedWhole_ = true;
-  Status s = translate(sources, out, sentenceIds, progress);
-  forced_ = nullptr;
-  return s;
+  return translateForced(sources, targets, /*whole=*/true, out, sentenceIds, progress);
 }
 
 Status Translator::translateWithPrefixes(const std::vector<std::vector<int32_t>> &sources,
                                          const std::vector<std::vector<int32_t>> &prefixes,
                                          std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
                                          const std::function<void(size_t)> &progress) {
-  TFMRT_RETURN_IF_ERROR(checkForced(sources, prefixes, sentenceIds, "prefix", "prefixes"));
-  forced_ = &prefixes;
-  forcedWhole_ = false;
-  Status s = translate(sources, out, sentenceIds, progress);
-  forced_ = nullptr;
-  return s;
+  return translateForced(sources, prefixes, /*whole=*/false, out, sentenceIds, progress);
 }
 
 Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,

@@ -139,8 +139,11 @@ private:
   // translateWithPrefixes()'s prefixes (then the search); null otherwise.
   const std::vector<std::vector<int32_t>> *forced_ = nullptr;
   bool forcedWhole_ = false;
-  tfmrt::Status checkForced(const std::vector<std::vector<int32_t>> &sources, const std::vector<std::vector<int32_t>> &given,
-                            const std::vector<uint64_t> *sentenceIds, const char *what, const char *whats) const;
+  // score() (whole) and translateWithPrefixes(): checks `given`, then translate() with it forced.
+  tfmrt::Status translateForced(const std::vector<std::vector<int32_t>> &sources,
+                                const std::vector<std::vector<int32_t>> &given, bool whole,
+                                std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
+                                const std::function<void(size_t)> &progress);
   std::unique_ptr<Decoder> decoder_;
   int64_t steps_ = 0;
   Work work_;
