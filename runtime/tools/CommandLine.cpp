@@ -13,7 +13,7 @@
 namespace tfmc {
 namespace {
 
-enum class Kind { Flag, Text, Int, Number };
+enum class Kind { Flag, Text, Int, Number, TextList };  // TextList: may be repeated, every value kept
 
 struct OptionSpec {
   const char *name;  // without dashes; "o" is the short option -o
@@ -110,8 +110,10 @@ std::vector<CommandSpec> commandSpecs() {
         {"o", Kind::Text, "output model path"}}},
       {"translate", "model", "artifact compiled with --entries=forward,translate",
        "Translate with a K/V cache: encode once per batch, one decode_step per output token.",
-       {{"weights", Kind::Text, "weights (.safetensors)"},
-        {"checkpoint", Kind::Text, "training checkpoint to take the weights from"},
+       {{"weights", Kind::TextList, "weights (.safetensors); repeated: an ensemble"},
+        {"checkpoint", Kind::TextList, "training checkpoint to take the weights from; repeated: an ensemble"},
+        {"ensemble-weights", Kind::Text,
+         "comma list, one positive weight per ensemble member (default: equal; normalised to sum 1)"},
         {"tokenizer", Kind::Text, "SentencePiece model"},
         {"input", Kind::Text, "source sentences, one per line (- = standard input, streamed)"},
         {"reference", Kind::Text, "references: print corpus BLEU"},
@@ -191,6 +193,13 @@ std::string CommandLine::get(const std::string &name, const std::string &fallbac
   return fallback;
 }
 
+std::vector<std::string> CommandLine::getAll(const std::string &name) const {
+  std::vector<std::string> values;
+  for (auto &f : flags)
+    if (f.first == name) values.push_back(f.second);
+  return values;
+}
+
 // Values were validated when parsed (checkInt / checkNumber), so conversions cannot fail here.
 long long CommandLine::getInt(const std::string &name, long long fallback) const {
   return has(name) ? std::strtoll(get(name).c_str(), nullptr, 10) : fallback;
@@ -233,10 +242,12 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
   for (const OptionSpec &o : spec->options) {
     const std::string flag = std::string(o.name).size() == 1 ? std::string("-") + o.name : std::string("--") + o.name;
     CLI::Option *opt = o.kind == Kind::Flag ? app.add_flag(flag, o.help) : app.add_option(flag, o.help);
-    if (o.kind != Kind::Flag) opt->type_size(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    if (o.kind != Kind::Flag)
+      opt->type_size(1)->multi_option_policy(o.kind == Kind::TextList ? CLI::MultiOptionPolicy::TakeAll
+                                                                       : CLI::MultiOptionPolicy::TakeLast);
     if (o.kind == Kind::Int) opt->check(CLI::Validator(checkInt, ""))->type_name("INT");
     if (o.kind == Kind::Number) opt->check(CLI::Validator(checkNumber, ""))->type_name("NUMBER");
-    if (o.kind == Kind::Text) opt->type_name("TEXT");
+    if (o.kind == Kind::Text || o.kind == Kind::TextList) opt->type_name("TEXT");
     options.push_back({o.name, opt});
   }
   std::vector<std::string> positionals;
@@ -271,7 +282,10 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
   }
   for (auto &[name, opt] : options) {
     if (opt->count() == 0) continue;
-    cl.flags.push_back({name, opt->get_expected_min() == 0 ? std::string() : opt->results().back()});
+    if (opt->get_expected_min() == 0) cl.flags.push_back({name, std::string()});
+    else if (opt->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeAll)
+      for (const std::string &value : opt->results()) cl.flags.push_back({name, value});
+    else cl.flags.push_back({name, opt->results().back()});
   }
   cl.positionals = positionals;
   return true;

@@ -13,7 +13,8 @@ struct CommandLine {
   std::vector<std::string> positionals;
   std::vector<std::pair<std::string, std::string>> flags;
   bool has(const std::string &name) const;
-  std::string get(const std::string &name, const std::string &fallback = "") const;
+  std::string get(const std::string &name, const std::string &fallback = "") const;  // the first value
+  std::vector<std::string> getAll(const std::string &name) const;  // every value of a repeated option, in order
   long long getInt(const std::string &name, long long fallback) const;
   double getDouble(const std::string &name, double fallback) const;
   // Names of flags not in `known`, for "unknown option" errors.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <sstream>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -216,17 +217,46 @@ int translateCommand(const CommandLine &cl) {
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
-                             "temperature", "seed", "profile", "score-reference", "target-prefix"});
+                             "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
   }
-  if (cl.positionals.size() != 1 || cl.get("tokenizer").empty() || (cl.has("weights") == cl.has("checkpoint")) ||
+  if (cl.positionals.empty() || cl.get("tokenizer").empty() || (cl.has("weights") == cl.has("checkpoint")) ||
       (cl.has("input") == cl.has("data"))) {
     std::cerr << "tfmc translate: error: usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
                  "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
                  "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] (tfmc --help)\n";
     return 2;
+  }
+  // An ensemble: several --weights or --checkpoint, with one artifact for all or one each.
+  const bool fromCheckpoints = cl.has("checkpoint");
+  const std::vector<std::string> weightFiles = cl.getAll(fromCheckpoints ? "checkpoint" : "weights");
+  const size_t members = weightFiles.size();
+  if (cl.positionals.size() != 1 && cl.positionals.size() != members) {
+    std::cerr << "tfmc translate: error: " << cl.positionals.size() << " artifacts for " << members << " "
+              << (fromCheckpoints ? "checkpoints" : "weight files")
+              << ": give one artifact for all ensemble members, or one per member\n";
+    return 2;
+  }
+  std::vector<double> ensembleWeights;
+  if (cl.has("ensemble-weights")) {
+    std::stringstream list(cl.get("ensemble-weights"));
+    for (std::string item; std::getline(list, item, ',');) {
+      char *end = nullptr;
+      const double w = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end != '\0' || !(w > 0 && w <= 1e30)) {
+        std::cerr << "tfmc translate: error: --ensemble-weights takes positive numbers, comma-separated; got '" << item
+                  << "'\n";
+        return 2;
+      }
+      ensembleWeights.push_back(w);
+    }
+    if (ensembleWeights.size() != members) {
+      std::cerr << "tfmc translate: error: " << ensembleWeights.size() << " --ensemble-weights for " << members
+                << " ensemble member(s)\n";
+      return 2;
+    }
   }
   // Options are checked before any work, so a typo does not cost a model load.
   Job job;
@@ -262,19 +292,32 @@ int translateCommand(const CommandLine &cl) {
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
   options.num_threads = int(threads);
   options.profile = cl.has("profile");
-  std::unique_ptr<tfmrt::Model> model;
-  if (auto s = tfmrt::Model::load(cl.positionals[0], options, model); !s.ok()) return fail("translate", s);
-  noticeIfBf16RunsAsF32(cl.positionals[0], *model);
-  const tfmrt::Artifact &a = model->artifact();
-  if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
-    std::cerr << "tfmc translate: error: " << cl.positionals[0]
-              << " has no translation entries (compile it with --entries=forward,translate)\n";
-    return 1;
+  // One model per ensemble member (each with its own weights; an artifact given once is loaded
+  // once per member). The first one's spec gives the search's defaults.
+  std::vector<std::unique_ptr<tfmrt::Model>> models(members);
+  std::vector<tfmrt::ModelInfo> infos(members);
+  for (size_t i = 0; i < members; ++i) {
+    const std::string &path = cl.positionals[cl.positionals.size() == 1 ? 0 : i];
+    if (auto s = tfmrt::Model::load(path, options, models[i]); !s.ok()) return fail("translate", s);
+    if (i == 0 || cl.positionals.size() > 1) noticeIfBf16RunsAsF32(path, *models[i]);
+    const tfmrt::Artifact &a = models[i]->artifact();
+    if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
+      std::cerr << "tfmc translate: error: " << path << " has no translation entries (compile it with --entries=forward,translate)\n";
+      return 1;
+    }
+    if (auto s = tfmrt::readModelInfo(a, infos[i]); !s.ok()) return fail("translate", s);
+    const tfmrt::ModelInfo &first = infos[0], &m = infos[i];
+    if (m.srcVocabSize != first.srcVocabSize || m.tgtVocabSize != first.tgtVocabSize || m.padId != first.padId ||
+        m.bosId != first.bosId || m.eosId != first.eosId) {
+      std::cerr << "tfmc translate: error: ensemble members 1 (" << cl.positionals[0] << ") and " << i + 1 << " (" << path
+                << ") differ in vocabularies (" << first.srcVocabSize << "/" << first.tgtVocabSize << " vs "
+                << m.srcVocabSize << "/" << m.tgtVocabSize << " source/target) or pad/bos/eos ids\n";
+      return 1;
+    }
   }
-
-  tfmrt::ModelInfo info;
-  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("translate", s);
+  const tfmrt::ModelInfo &info = infos[0];
   tfmdata::SearchOptions search = searchOptions(info);
+  for (const tfmrt::ModelInfo &m : infos) search.maxLen = std::min(search.maxLen, m.maxLen);  // every member's limit
   search.beam = int(cl.getInt("beam", info.beamSize));
   search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
   search.useCache = !cl.has("no-cache");
@@ -309,23 +352,32 @@ int translateCommand(const CommandLine &cl) {
   if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
   search.maxSentences = job.batch;
   std::unique_ptr<tfmdata::Translator> translator;
-  if (auto s = tfmdata::Translator::create(*model, search, translator); !s.ok()) {
+  std::vector<tfmrt::Model *> memberModels;
+  for (auto &m : models) memberModels.push_back(m.get());
+  if (auto s = tfmdata::Translator::create(memberModels, ensembleWeights, search, translator); !s.ok()) {
     std::cerr << "tfmc translate: error: " << s.message() << "\n";
     return 2;
   }
   job.translator = translator.get();
 
-  if (cl.has("weights")) {
-    if (auto s = model->loadWeights(cl.get("weights")); !s.ok()) return fail("translate", s);
-  }
   std::unique_ptr<tfmdata::Tokenizer> tok;
   if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
-  if (!cl.has("weights")) {
+  for (size_t i = 0; i < members; ++i) {
+    if (!fromCheckpoints) {
+      if (auto s = models[i]->loadWeights(weightFiles[i]); !s.ok()) return fail("translate", s);
+      continue;
+    }
     int64_t step = 0;
     CheckpointMeta meta;
-    if (auto s = model->loadCheckpoint(cl.get("checkpoint"), step, &meta); !s.ok()) return fail("translate", s);
-    if (int code = checkTokenizer("translate", meta, cl.get("checkpoint"), *tok, cl.get("tokenizer"))) return code;
-    std::fprintf(stderr, "weights from %s (after step %lld)\n", cl.get("checkpoint").c_str(), (long long)step);
+    if (auto s = models[i]->loadCheckpoint(weightFiles[i], step, &meta); !s.ok()) return fail("translate", s);
+    if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
+    std::fprintf(stderr, "weights from %s (after step %lld)\n", weightFiles[i].c_str(), (long long)step);
+  }
+  if (members > 1) {
+    std::fprintf(stderr, "ensemble of %zu models, weights", members);
+    for (size_t i = 0; i < members; ++i)
+      std::fprintf(stderr, " %.3g", ensembleWeights.empty() ? 1.0 / double(members) : ensembleWeights[i]);
+    std::fprintf(stderr, "%s\n", ensembleWeights.empty() ? " (equal)" : " (normalised to sum 1 in the search)");
   }
   if (info.srcVocabSize != tok->vocabSize()) {
     std::cerr << "tfmc translate: error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
@@ -434,7 +486,10 @@ int translateCommand(const CommandLine &cl) {
     std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
                 w.admitSeconds, w.stepSeconds, w.searchSeconds,
                 secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
-    printProfile(*model, size_t(translator->decodeSteps()), "decoder call");
+    for (size_t i = 0; i < members; ++i) {
+      if (members > 1) std::printf("ensemble member %zu:\n", i + 1);
+      printProfile(*models[i], size_t(translator->decodeSteps()), "decoder call");
+    }
   }
   if (!references.empty() && !scoring) {
     // As sacreBLEU 2.6.0 scores it with its defaults (equal on tests/golden/sacrebleu).

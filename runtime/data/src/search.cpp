@@ -1,5 +1,7 @@
 #include "tfmdata/search.h"
 
+#include "tfmdata/ensemble_mix.h"
+
 #include <omp.h>
 #if defined(__SSE__)
 #include <immintrin.h>
@@ -340,6 +342,95 @@ private:
   std::vector<Tensor> out_;
 };
 
+// An ensemble's decoder: each member (a decoder of its own model) scores the same rows, and the
+// result is the mixture log sum_i w_i p_i (detail::mixLogProbs).
+class EnsembleDecoder final : public Translator::Decoder {
+public:
+  EnsembleDecoder(std::vector<std::unique_ptr<Translator::Decoder>> members, const std::vector<double> &weights,
+                  int threads)
+      : members_(std::move(members)), weights_(weights.begin(), weights.end()), threads_(threads) {}
+  bool normalised() const override { return true; }
+  bool continuous() const override { return members_[0]->continuous(); }  // all of one kind
+  Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) override {
+    for (auto &m : members_) TFMRT_RETURN_IF_ERROR(m->reserve(slots, maxSource, maxRows, maxSteps));
+    return Status::OK();
+  }
+  Status encode(const Tensor &src) override {
+    for (auto &m : members_) TFMRT_RETURN_IF_ERROR(m->encode(src));
+    return Status::OK();
+  }
+  Status admit(const std::vector<int32_t> &blockRows, const std::vector<int32_t> &lengths,
+               const std::vector<int32_t> &slots) override {
+    for (auto &m : members_) TFMRT_RETURN_IF_ERROR(m->admit(blockRows, lengths, slots));
+    return Status::OK();
+  }
+  Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
+              const std::vector<int32_t> &parents, const std::vector<const std::vector<int32_t> *> &prefixes,
+              const Tensor *&logits) override {
+    const size_t M = members_.size();
+    scores_.assign(M, nullptr);
+    for (size_t i = 0; i < M; ++i) {
+      TFMRT_RETURN_IF_ERROR(members_[i]->step(positions, rowSlot, parents, prefixes, scores_[i]));
+      if (scores_[i]->shape != scores_[0]->shape)
+        return tfmrt::invalidArgument("ensemble members disagree on the target vocabulary: member 1 scores " +
+                                      std::to_string(scores_[0]->shape.back()) + " tokens, member " +
+                                      std::to_string(i + 1) + " " + std::to_string(scores_[i]->shape.back()));
+    }
+    const int64_t V = scores_[0]->shape.back(), R = V > 0 ? scores_[0]->numel() / V : 0;
+    mixed_.resize(tfmrt::DType::F32, scores_[0]->shape);
+    const int threads = R * V * int64_t(M) >= (1 << 16) ? threads_ : 1;
+    sums_.resize(size_t(threads) * size_t(V));
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t r = 0; r < R; ++r) {
+      std::vector<const float *> rows(M);
+      std::vector<float> shifts(M, 0.0f);
+      for (size_t i = 0; i < M; ++i) {
+        rows[i] = scores_[i]->data<float>() + r * V;
+        // Members that return logits (the full-prefix decoder) are normalised here.
+        if (!members_[i]->normalised()) shifts[i] = logSumExp(rows[i], V);
+      }
+      detail::mixLogProbs(rows.data(), shifts.data(), weights_.data(), int64_t(M), V, mixed_.data<float>() + r * V,
+                          sums_.data() + size_t(omp_get_thread_num()) * size_t(V));
+    }
+    logits = &mixed_;
+    return Status::OK();
+  }
+private:
+  static float logSumExp(const float *z, int64_t n) {
+    const double mx = *std::max_element(z, z + n);
+    double sum = 0;
+    for (int64_t v = 0; v < n; ++v) sum += std::exp(double(z[v]) - mx);
+    return float(mx + std::log(sum));
+  }
+  std::vector<std::unique_ptr<Translator::Decoder>> members_;
+  std::vector<float> weights_;  // sum 1
+  int threads_;
+  std::vector<const Tensor *> scores_;
+  std::vector<float> sums_;  // per thread, V
+  Tensor mixed_;
+};
+
+// The decoder the options ask for (cached or full prefix) over a new session of `model`.
+Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<Translator::Decoder> &out) {
+  const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
+  for (const char *entry : needed)
+    if (!model.artifact().findFunction(entry))
+      return tfmrt::notFound(std::string("the model has no '") + entry +
+                             "' entry: compile it with --entries=forward,translate");
+  std::unique_ptr<tfmrt::Session> session;
+  TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
+  if (o.useCache) {
+    // decode_step's step: one position per row (continuous batching) or, in artifacts compiled
+    // before it, one for all rows.
+    const tfmrt::EntryFunction &fn = *model.artifact().findFunction("decode_step");
+    const bool perRow = fn.inputs.size() > 1 && fn.values[fn.inputs[1]].shape.size() == 1;
+    out = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.pad, o.maxLen, perRow);
+  } else {
+    out = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos, o.pad);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Translator::~Translator() = default;
@@ -366,24 +457,37 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
                                   std::to_string(o.maxLen) + "]");
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
     return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
-  const char *needed[] = {"encode", o.useCache ? "decode_step" : "decode"};
-  for (const char *entry : needed)
-    if (!model.artifact().findFunction(entry))
-      return tfmrt::notFound(std::string("the model has no '") + entry +
-                             "' entry: compile it with --entries=forward,translate");
-  std::unique_ptr<tfmrt::Session> session;
-  TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
   t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
-  if (o.useCache) {
-    // decode_step's step: one position per row (continuous batching) or, in artifacts compiled
-    // before it, one for all rows.
-    const tfmrt::EntryFunction &fn = *model.artifact().findFunction("decode_step");
-    const bool perRow = fn.inputs.size() > 1 && fn.values[fn.inputs[1]].shape.size() == 1;
-    t->decoder_ = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.pad, o.maxLen, perRow);
-  } else {
-    t->decoder_ = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos, o.pad);
+  TFMRT_RETURN_IF_ERROR(makeDecoder(model, o, t->decoder_));
+  out = std::move(t);
+  return Status::OK();
+}
+
+Status Translator::create(const std::vector<tfmrt::Model *> &models, const std::vector<double> &weights,
+                          const SearchOptions &o, std::unique_ptr<Translator> &out) {
+  if (models.empty()) return tfmrt::invalidArgument("an ensemble needs at least one model");
+  if (!weights.empty() && weights.size() != models.size())
+    return tfmrt::invalidArgument(std::to_string(weights.size()) + " ensemble weights for " + std::to_string(models.size()) +
+                                  " models");
+  std::vector<double> w(models.size(), 1.0);
+  double total = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] > 0 && weights[i] <= 1e30))
+      return tfmrt::invalidArgument("ensemble weight " + std::to_string(i + 1) + " must be positive and finite, got " +
+                                    std::to_string(weights[i]));
+    w[i] = weights[i];
+  }
+  for (double x : w) total += x;
+  for (double &x : w) x /= total;
+  std::unique_ptr<Translator> t;
+  TFMRT_RETURN_IF_ERROR(create(*models[0], o, t));
+  if (models.size() > 1) {
+    std::vector<std::unique_ptr<Decoder>> members(models.size());
+    members[0] = std::move(t->decoder_);
+    for (size_t i = 1; i < models.size(); ++i) TFMRT_RETURN_IF_ERROR(makeDecoder(*models[i], o, members[i]));
+    t->decoder_ = std::make_unique<EnsembleDecoder>(std::move(members), w, t->threads_);
   }
   out = std::move(t);
   return Status::OK();

@@ -615,3 +615,146 @@ TEST(Search, TargetPrefixesAreForcedThenSearched) {
 }
 
 }  // namespace
+
+namespace {
+
+// log sum_i w_i p_i(. | prefix) over the models' `forward` entries (double), one entry per token.
+std::vector<double> mixtureViaForward(const std::vector<tfmrt::Model *> &models, const std::vector<double> &weights,
+                                      const std::vector<int32_t> &src, const std::vector<int32_t> &prefix) {
+  std::vector<int32_t> srcIds = src, in{1};
+  srcIds.push_back(2);
+  in.insert(in.end(), prefix.begin(), prefix.end());
+  const int64_t T = int64_t(in.size());
+  std::vector<double> mix;
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::vector<tfmrt::Tensor> res;
+    EXPECT_TRUE(models[i]
+                    ->run("forward",
+                          {tfmrt::Tensor::i32({1, int64_t(srcIds.size())}, srcIds), tfmrt::Tensor::i32({1, T}, in),
+                           tfmrt::Tensor::i32({1, T}, std::vector<int32_t>(size_t(T), 0))},
+                          res)
+                    .ok());
+    const int64_t V = res[0].shape[2];
+    const float *z = res[0].data<float>() + (T - 1) * V;
+    const double mx = *std::max_element(z, z + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
+    if (mix.empty()) mix.assign(size_t(V), 0.0);
+    for (int64_t v = 0; v < V; ++v) mix[size_t(v)] += weights[i] * std::exp(double(z[v]) - mx - std::log(sum));
+  }
+  for (double &p : mix) p = std::log(p);
+  return mix;
+}
+
+// An ensemble (Translator::create over several models) searches the mixture of its models'
+// distributions: with two different models (the golden tiny weights and a seeded
+// initialisation) and weights 0.3 / 0.7, greedy equals the argmax of the mixture computed from
+// each model's `forward`, and every output's log-probability equals the teacher-forced mixture's;
+// cached and full-prefix ensembles find the same beam-4 outputs. An ensemble of one model, or of
+// one model twice, is that model bit for bit. Bad weights and vocabularies that differ are refused.
+TEST(Search, EnsembleIsTheMixtureOfItsModels) {
+  auto a = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  auto b = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  ASSERT_TRUE(b->initWeights(7).ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}, {40, 41}};
+  const std::vector<double> weights{0.3, 0.7};
+  tfmdata::SearchOptions o;
+  o.maxLen = 64;
+  o.maxSentences = 2;  // slots refilled: sentences enter while others decode
+
+  // Greedy: the mixture's argmax, step by step; log-probabilities: the mixture's, teacher-forced.
+  o.beam = 1;
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create({a.get(), b.get()}, {3.0, 7.0}, o, t).ok());  // normalised to 0.3 / 0.7
+  std::vector<std::vector<tfmdata::Hypothesis>> greedy;
+  ASSERT_TRUE(t->translate(sources, greedy).ok());
+  size_t generated = 0, differsFromA = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    SCOPED_TRACE("sentence " + std::to_string(i));
+    const int64_t maxOut = int64_t(1.5 * double(sources[i].size())) + 10;
+    std::vector<int32_t> expected;
+    double logProb = 0;
+    for (int64_t step = 0; step < maxOut; ++step) {
+      const std::vector<double> mix = mixtureViaForward({a.get(), b.get()}, weights, sources[i], expected);
+      int32_t best = 2;
+      for (int32_t v = 2; v < int32_t(mix.size()); ++v)
+        if (mix[size_t(v)] > mix[size_t(best)]) best = v;
+      logProb += mix[size_t(best)];
+      if (best == 2) break;
+      expected.push_back(best);
+    }
+    ASSERT_EQ(greedy[i].size(), 1u);
+    EXPECT_EQ(greedy[i][0].tokens, expected);
+    EXPECT_NEAR(greedy[i][0].logProb, logProb, 1e-4 * (1 + std::abs(logProb)));
+    generated += expected.size();
+    differsFromA += expected != greedyViaForward(*a, sources[i], maxOut);
+  }
+  EXPECT_GT(generated, 10u) << "the comparison needs outputs that are not all empty";
+  EXPECT_GT(differsFromA, 0u) << "the second model should change some output, or the test shows nothing";
+
+  // Beam 4: the cached and full-prefix ensembles agree; n-best log-probabilities are the mixture's.
+  o.beam = 4;
+  o.nBest = 2;
+  std::vector<std::vector<tfmdata::Hypothesis>> beams[2];
+  for (bool cache : {true, false}) {
+    o.useCache = cache;
+    ASSERT_TRUE(tfmdata::Translator::create({a.get(), b.get()}, weights, o, t).ok());
+    ASSERT_TRUE(t->translate(sources, beams[cache]).ok());
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(beams[0][i].size(), beams[1][i].size());
+    for (size_t k = 0; k < beams[1][i].size(); ++k) {
+      const tfmdata::Hypothesis &h = beams[1][i][k];
+      EXPECT_EQ(h.tokens, beams[0][i][k].tokens) << "sentence " << i << " hypothesis " << k;
+      EXPECT_NEAR(h.logProb, beams[0][i][k].logProb, 1e-4 * (1 + std::abs(h.logProb)));
+      double forced = 0;
+      std::vector<int32_t> prefix;
+      for (size_t s = 0; s <= h.tokens.size(); ++s) {
+        const int32_t token = s < h.tokens.size() ? h.tokens[s] : 2;
+        forced += mixtureViaForward({a.get(), b.get()}, weights, sources[i], prefix)[size_t(token)];
+        prefix.push_back(token);
+      }
+      // Outputs cut at the length limit have no </s>: only those that ended in it are compared.
+      if (int64_t(h.tokens.size()) < int64_t(1.5 * double(sources[i].size())) + 10)
+        EXPECT_NEAR(h.logProb, forced, 1e-4 * (1 + std::abs(forced))) << "sentence " << i << " hypothesis " << k;
+    }
+  }
+
+  // One model, or the same model twice: its own outputs and log-probabilities, bit for bit.
+  o.useCache = true;
+  std::vector<std::vector<tfmdata::Hypothesis>> single, once, twice;
+  ASSERT_TRUE(tfmdata::Translator::create(*a, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, single).ok());
+  ASSERT_TRUE(tfmdata::Translator::create({a.get()}, {5.0}, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, once).ok());
+  ASSERT_TRUE(tfmdata::Translator::create({a.get(), a.get()}, {}, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, twice).ok());
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (size_t k = 0; k < single[i].size(); ++k) {
+      EXPECT_EQ(once[i][k].tokens, single[i][k].tokens);
+      EXPECT_EQ(once[i][k].logProb, single[i][k].logProb);
+      EXPECT_EQ(twice[i][k].tokens, single[i][k].tokens);
+      EXPECT_EQ(twice[i][k].logProb, single[i][k].logProb);
+    }
+
+  // Refused: a weight per model is needed, each positive and finite; the target vocabularies
+  // must agree (tiny-prenorm has 47 target tokens, tiny 61).
+  auto refuse = [&](const std::vector<tfmrt::Model *> &models, const std::vector<double> &w, const std::string &what) {
+    tfmrt::Status s = tfmdata::Translator::create(models, w, o, t);
+    if (s.ok()) s = t->translate(sources, once);
+    EXPECT_FALSE(s.ok()) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  refuse({a.get(), b.get()}, {1.0}, "1 ensemble weights for 2 models");
+  refuse({a.get(), b.get()}, {1.0, 0.0}, "ensemble weight 2 must be positive");
+  refuse({a.get(), b.get()}, {1.0, -2.0}, "ensemble weight 2 must be positive");
+  refuse({a.get(), b.get()}, {NAN, 1.0}, "ensemble weight 1 must be positive");
+  refuse({}, {}, "at least one model");
+  auto prenorm = compileAndLoad("tiny-prenorm", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(prenorm && prenorm->loadWeights(kSource + "/tests/golden/tiny-prenorm.weights.safetensors").ok());
+  refuse({a.get(), prenorm.get()}, {}, "member 1 scores 61 tokens, member 2 47");
+}
+
+}  // namespace

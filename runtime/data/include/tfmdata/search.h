@@ -82,6 +82,14 @@ class Translator {
 public:
   ~Translator();
   static tfmrt::Status create(tfmrt::Model &model, const SearchOptions &options, std::unique_ptr<Translator> &out);
+  // An ensemble (fairseq's and Marian's, of checkpoints or of separately trained models): every
+  // model decodes every hypothesis with its own session, and the search ranks the mixture of
+  // their next-token distributions, log sum_i w_i p_i(token | prefix, source) (weights
+  // normalised to sum 1; empty: equal). The models must share the target vocabulary and the
+  // special ids (options.pad/bos/eos); each runs its own encoder and K/V cache, so time and
+  // memory grow with their number. One model with any weight is exactly create(model, ...).
+  static tfmrt::Status create(const std::vector<tfmrt::Model *> &models, const std::vector<double> &weights,
+                              const SearchOptions &options, std::unique_ptr<Translator> &out);
   // Source subword ids (no EOS: the search appends it) -> per sentence, up to nBest hypotheses,
   // best first. `sentenceIds` (optional, one per source) key the sampling draws; default: the
   // position in `sources`.

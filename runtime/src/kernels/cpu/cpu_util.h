@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/kernel_util.h"
+#include "tfmrt/fast_math.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
 #define TFMRT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -58,26 +59,7 @@ inline float rowMax(const float *z, int64_t n) {
   return mx;
 }
 
-// exp(x) for the vector loops: Cephes' expf (range reduction to [-ln2/2, ln2/2], degree-6
-// polynomial, 2^n through the exponent bits); relative error < 2e-7, branch-free so it vectorises.
-// Inputs below -87.3 give ~1e-38 instead of denormals or 0 (callers only need absolute accuracy).
-inline float expApprox(float x) {
-  x = std::min(88.3762626647949f, std::max(-87.3365478515625f, x));
-  // Round-to-nearest through the 1.5 * 2^23 trick: no libm call, so the loop vectorises.
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float g = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * g + 1.3981999507e-3f;
-  p = p * g + 8.3334519073e-3f;
-  p = p * g + 4.1665795894e-2f;
-  p = p * g + 1.6666665459e-1f;
-  p = p * g + 5.0000001201e-1f;
-  p = p * g * g + g + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+using tfmrt::fastmath::expApprox;  // tfmrt/fast_math.h
 
 // Exact-erf GELU, 0.5 x (1 + erf(x / sqrt 2)), with erfc from Abramowitz & Stegun 7.1.26
 // (|error| <= 1.5e-7). For x < 0 the term 1 + erf is taken as erfc(|z|) directly, so there is no
