@@ -124,6 +124,9 @@ std::vector<CommandSpec> commandSpecs() {
         {"beam", Kind::Int, "beam size (1 = greedy; default: the spec's decoding.beam_size)"},
         {"length-penalty", Kind::Number, "GNMT length penalty alpha (default: the spec's)"},
         {"n-best", Kind::Int, "print the N best hypotheses as 'index ||| text ||| score'"},
+        {"word-scores", Kind::Flag,
+         "also print each output piece's log-probability, then </s>'s (n-best lines get a fourth field; "
+         "with --score-reference, after the line's score)"},
         {"min-length", Kind::Int, "no </s> before N output tokens (default 0)"},
         {"no-repeat-ngram-size", Kind::Int, "never repeat an n-gram of this size in an output (default 0: off)"},
         {"max-length-ratio", Kind::Number, "output length limit: ratio x source tokens + offset (default: the spec's)"},

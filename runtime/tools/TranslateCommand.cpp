@@ -53,10 +53,23 @@ struct Job {
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
   int nBest = 1;
+  bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best > 1 or --word-scores)
+  bool wordScores = false;  // a last field: per-token log-probabilities
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
   int64_t outTokens = 0;
   double logProb = 0;  // --score-reference: summed over the references scored
 };
+
+// " ||| " and the log-probabilities, 4 decimals, space-separated (--word-scores).
+std::string wordScoreField(const std::vector<double> &scores) {
+  std::string field = " |||";
+  char value[32];
+  for (double v : scores) {
+    std::snprintf(value, sizeof value, " %.4f", v);
+    field += value;
+  }
+  return field;
+}
 
 std::string render(const Job &job, const std::vector<int32_t> &ids) {
   switch (job.format) {
@@ -135,6 +148,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       char score[32];
       std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);
       lines[order[i]] = score;
+      if (job.wordScores) lines[order[i]] += wordScoreField(out[i][0].tokenLogProbs);
       job.logProb += out[i][0].logProb;
       job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
     }
@@ -149,10 +163,11 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     std::string &text = lines[k];
     for (size_t h = 0; h < out[i].size() && int(h) < job.nBest; ++h) {
       const std::string rendered = render(job, out[i][h].tokens);
-      if (job.nBest > 1) {
+      if (job.nBestLines) {
         char score[32];
         std::snprintf(score, sizeof score, "%.4f", out[i][h].score);
         text += (h ? "\n" : "") + std::to_string(first + k) + " ||| " + rendered + " ||| " + score;
+        if (job.wordScores) text += wordScoreField(out[i][h].tokenLogProbs);
       } else {
         text = rendered;
       }
@@ -217,7 +232,8 @@ int translateCommand(const CommandLine &cl) {
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
-                             "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights"});
+                             "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
+                             "word-scores"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -271,6 +287,8 @@ int translateCommand(const CommandLine &cl) {
   job.batch = cl.getInt("batch", 1);  // the default depends on --beam: set below
   job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
   job.nBest = int(cl.getInt("n-best", 1));
+  job.wordScores = cl.has("word-scores");
+  job.nBestLines = job.nBest > 1 || job.wordScores;
   const int64_t threads = cl.getInt("threads", 0);
   if (job.batch < 1 || job.maxBatchTokens < 0 || threads < 0 || job.nBest < 1 || cl.getInt("max-sentences", 0) < 0) {
     std::cerr << "tfmc translate: error: --batch and --n-best must be >= 1, --max-batch-tokens, --max-sentences and "

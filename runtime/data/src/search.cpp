@@ -42,6 +42,7 @@ double uniformDraw(uint64_t seed, uint64_t sentence, int64_t position) {
 
 struct Live {
   std::vector<int32_t> tokens;
+  std::vector<double> tokenLogProbs;  // one per token
   double logProb = 0;
   int32_t row = 0;      // its row in the last decoder call (the cache row holding its prefix)
   int32_t callRow = 0;  // its row in the current call
@@ -715,9 +716,12 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       const int64_t t = int64_t(st.live[0].tokens.size());  // this sentence's position
       const bool lastStep = t + 1 >= st.maxOut;             // this token is the last one allowed
       // The length under the penalty counts EOS, also for outputs cut at the length limit.
-      auto finish = [&](const Live &h, double logProb) {
+      // `eos`: it ends in </s> (logProb includes it); else it was cut at the length limit.
+      auto finish = [&](const Live &h, double logProb, bool eos) {
         Hypothesis f;
         f.tokens = h.tokens;
+        f.tokenLogProbs = h.tokenLogProbs;
+        if (eos) f.tokenLogProbs.push_back(logProb - h.logProb);
         f.logProb = logProb;
         f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);
         st.finished.push_back(std::move(f));
@@ -741,14 +745,15 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         }
         const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
         if (token == o.eos) {
-          finish(st.live[0], logProb);
+          finish(st.live[0], logProb, true);
           st.live.clear();
         } else {
           st.live[0].tokens.push_back(token);
+          st.live[0].tokenLogProbs.push_back(logProb - st.live[0].logProb);
           st.live[0].logProb = logProb;
           st.live[0].row = int32_t(r);
           if (lastStep) {
-            finish(st.live[0], logProb);
+            finish(st.live[0], logProb, false);
             st.live.clear();
           }
         }
@@ -770,19 +775,21 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         if (c.token == o.eos) {
           // End of sentence only from the top K: a lower-ranked EOS does not end a hypothesis
           // (or the sentence) that K live extensions beat.
-          if (int(i) < K) finish(st.live[c.j], c.logProb);
+          if (int(i) < K) finish(st.live[c.j], c.logProb, true);
           continue;
         }
         if (int(next.size()) >= K) continue;
         Live h;
         h.tokens = st.live[c.j].tokens;
         h.tokens.push_back(c.token);
+        h.tokenLogProbs = st.live[c.j].tokenLogProbs;
+        h.tokenLogProbs.push_back(c.logProb - st.live[c.j].logProb);
         h.logProb = c.logProb;
         h.row = st.live[c.j].callRow;
         next.push_back(std::move(h));
       }
       if (lastStep) {
-        for (const Live &h : next) finish(h, h.logProb);
+        for (const Live &h : next) finish(h, h.logProb, false);
         next.clear();
       }
       st.live.swap(next);

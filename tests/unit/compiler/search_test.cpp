@@ -758,3 +758,94 @@ TEST(Search, EnsembleIsTheMixtureOfItsModels) {
 }
 
 }  // namespace
+
+namespace {
+
+// Per-position teacher-forced log-probabilities of `out` then </s> via the forward entry.
+std::vector<double> tokenLogProbsViaForward(tfmrt::Model &m, const std::vector<int32_t> &src,
+                                            const std::vector<int32_t> &out) {
+  std::vector<int32_t> srcIds = src, in{1};
+  srcIds.push_back(2);
+  in.insert(in.end(), out.begin(), out.end());
+  std::vector<int32_t> targets = out;
+  targets.push_back(2);
+  const int64_t T = int64_t(in.size());
+  std::vector<tfmrt::Tensor> res;
+  EXPECT_TRUE(m.run("forward", {tfmrt::Tensor::i32({1, int64_t(srcIds.size())}, srcIds), tfmrt::Tensor::i32({1, T}, in),
+                                tfmrt::Tensor::i32({1, T}, std::vector<int32_t>(size_t(T), 0))},
+                    res)
+                  .ok());
+  const int64_t V = res[0].shape[2];
+  std::vector<double> lp;
+  for (int64_t t = 0; t < T; ++t) {
+    const float *z = res[0].data<float>() + t * V;
+    double mx = *std::max_element(z, z + V), sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
+    lp.push_back(double(z[targets[size_t(t)]]) - mx - std::log(sum));
+  }
+  return lp;
+}
+
+// Word scores (Hypothesis::tokenLogProbs, --word-scores): one per output token, then </s>'s when
+// the output ended in it; each equals the teacher-forced log-probability of that position from
+// `forward`, and they sum to the hypothesis' logProb. Greedy and beam 4 (cached and full
+// prefix, n-best 3, outputs cut at a short length limit included) and forced scoring.
+TEST(Search, WordScoresAreEachPositionsLogProb) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}};
+  size_t checked = 0, cut = 0, ended = 0;
+  auto check = [&](const tfmdata::Hypothesis &h, const std::vector<int32_t> &src, bool eos) {
+    ASSERT_EQ(h.tokenLogProbs.size(), h.tokens.size() + (eos ? 1 : 0));
+    const std::vector<double> want = tokenLogProbsViaForward(*model, src, h.tokens);
+    double sum = 0;
+    for (size_t t = 0; t < h.tokenLogProbs.size(); ++t) {
+      EXPECT_NEAR(h.tokenLogProbs[t], want[t], 1e-4 * (1 + std::abs(want[t]))) << "position " << t;
+      EXPECT_LE(h.tokenLogProbs[t], 0.0);
+      sum += h.tokenLogProbs[t];
+    }
+    EXPECT_NEAR(sum, h.logProb, 1e-9 * (1 + std::abs(h.logProb)));
+    ++checked;
+    (eos ? ended : cut) += 1;
+  };
+  // The golden weights rarely emit </s>; with its output row at 1.001 x the commonest token's, it
+  // wins wherever that token would (eosRowFromCommonest), so many outputs end in it.
+  for (bool provoked : {false, true})
+  for (int beam : {1, 4})
+    for (bool cache : {true, false})
+      for (int64_t offset : {10, 1}) {  // offset 1: most outputs cut at the limit (ratio 0.5)
+        if (provoked && beam == 1 && cache && offset == 10) ASSERT_TRUE(eosRowFromCommonest(*model, sources, 1.001f));
+        SCOPED_TRACE(std::string(provoked ? "</s> provoked, " : "") + "beam " + std::to_string(beam) +
+                     (cache ? " cached" : " full prefix") + " offset " + std::to_string(offset));
+        tfmdata::SearchOptions o;
+        o.beam = beam;
+        o.nBest = beam > 1 ? 3 : 1;
+        o.maxLen = 64;
+        o.useCache = cache;
+        o.maxLengthRatio = offset == 1 ? 0.5 : 1.5;
+        o.maxLengthOffset = offset;
+        std::unique_ptr<tfmdata::Translator> t;
+        ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+        std::vector<std::vector<tfmdata::Hypothesis>> out;
+        ASSERT_TRUE(t->translate(sources, out).ok());
+        for (size_t i = 0; i < sources.size(); ++i) {
+          const int64_t maxOut = int64_t(o.maxLengthRatio * double(sources[i].size())) + offset;
+          for (const tfmdata::Hypothesis &h : out[i])
+            check(h, sources[i], int64_t(h.tokens.size()) < maxOut);
+        }
+      }
+  // Forced scoring: every target position and </s>.
+  tfmdata::SearchOptions o;
+  o.maxLen = 64;
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  const std::vector<std::vector<int32_t>> targets{{7, 8, 9}, {}, {3, 4, 5, 6}, {46}};
+  std::vector<std::vector<tfmdata::Hypothesis>> scored;
+  ASSERT_TRUE(t->score(sources, targets, scored).ok());
+  for (size_t i = 0; i < sources.size(); ++i) check(scored[i][0], sources[i], true);
+  EXPECT_GT(cut, 20u);
+  EXPECT_GT(ended, 20u);
+}
+
+}  // namespace

@@ -71,6 +71,10 @@ struct SearchOptions {
 
 struct Hypothesis {
   std::vector<int32_t> tokens;  // output ids, no BOS/EOS
+  // Each token's log-probability given the source and the tokens before it, then </s>'s when it
+  // was emitted (not for an output cut at the length limit): fairseq's positional scores,
+  // Marian's word scores. Under an ensemble, the mixture's.
+  std::vector<double> tokenLogProbs;
   double logProb = 0;           // sum of the tokens' log-probabilities (EOS included when emitted)
   double score = 0;             // logProb under the length penalty: what the search ranks by
 };
