@@ -118,14 +118,14 @@ TEST(Search, BeamIsDeterministicAndBeamOneIsGreedy) {
 
 namespace {
 
-// Teacher-forced log-probability of `out` (then </s> if `withEos`) via the forward entry.
-double logProbViaForward(tfmrt::Model &m, const std::vector<int32_t> &src, const std::vector<int32_t> &out, bool withEos) {
+// Per-position teacher-forced log-probabilities of `out` then </s> via the forward entry.
+std::vector<double> tokenLogProbsViaForward(tfmrt::Model &m, const std::vector<int32_t> &src,
+                                            const std::vector<int32_t> &out) {
   std::vector<int32_t> srcIds = src, in{1};
   srcIds.push_back(2);
   in.insert(in.end(), out.begin(), out.end());
   std::vector<int32_t> targets = out;
-  if (withEos) targets.push_back(2);
-  else in.pop_back();
+  targets.push_back(2);
   const int64_t T = int64_t(in.size());
   std::vector<tfmrt::Tensor> res;
   EXPECT_TRUE(m.run("forward", {tfmrt::Tensor::i32({1, int64_t(srcIds.size())}, srcIds), tfmrt::Tensor::i32({1, T}, in),
@@ -133,13 +133,21 @@ double logProbViaForward(tfmrt::Model &m, const std::vector<int32_t> &src, const
                     res)
                   .ok());
   const int64_t V = res[0].shape[2];
-  double total = 0;
+  std::vector<double> lp;
   for (int64_t t = 0; t < T; ++t) {
     const float *z = res[0].data<float>() + t * V;
     double mx = *std::max_element(z, z + V), sum = 0;
     for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
-    total += double(z[targets[t]]) - mx - std::log(sum);
+    lp.push_back(double(z[targets[size_t(t)]]) - mx - std::log(sum));
   }
+  return lp;
+}
+
+// Teacher-forced log-probability of `out` (then </s> if `withEos`) via the forward entry.
+double logProbViaForward(tfmrt::Model &m, const std::vector<int32_t> &src, const std::vector<int32_t> &out, bool withEos) {
+  const std::vector<double> lp = tokenLogProbsViaForward(m, src, out);
+  double total = 0;
+  for (size_t t = 0; t < out.size() + (withEos ? 1 : 0); ++t) total += lp[t];
   return total;
 }
 
@@ -760,31 +768,6 @@ TEST(Search, EnsembleIsTheMixtureOfItsModels) {
 }  // namespace
 
 namespace {
-
-// Per-position teacher-forced log-probabilities of `out` then </s> via the forward entry.
-std::vector<double> tokenLogProbsViaForward(tfmrt::Model &m, const std::vector<int32_t> &src,
-                                            const std::vector<int32_t> &out) {
-  std::vector<int32_t> srcIds = src, in{1};
-  srcIds.push_back(2);
-  in.insert(in.end(), out.begin(), out.end());
-  std::vector<int32_t> targets = out;
-  targets.push_back(2);
-  const int64_t T = int64_t(in.size());
-  std::vector<tfmrt::Tensor> res;
-  EXPECT_TRUE(m.run("forward", {tfmrt::Tensor::i32({1, int64_t(srcIds.size())}, srcIds), tfmrt::Tensor::i32({1, T}, in),
-                                tfmrt::Tensor::i32({1, T}, std::vector<int32_t>(size_t(T), 0))},
-                    res)
-                  .ok());
-  const int64_t V = res[0].shape[2];
-  std::vector<double> lp;
-  for (int64_t t = 0; t < T; ++t) {
-    const float *z = res[0].data<float>() + t * V;
-    double mx = *std::max_element(z, z + V), sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - mx);
-    lp.push_back(double(z[targets[size_t(t)]]) - mx - std::log(sum));
-  }
-  return lp;
-}
 
 // Word scores (Hypothesis::tokenLogProbs, --word-scores): one per output token, then </s>'s when
 // the output ended in it; each equals the teacher-forced log-probability of that position from
