@@ -351,7 +351,11 @@ public:
                   int threads)
       : members_(std::move(members)), weights_(weights.begin(), weights.end()), threads_(threads) {}
   bool normalised() const override { return true; }
-  bool continuous() const override { return members_[0]->continuous(); }  // all of one kind
+  bool continuous() const override {  // only if every member takes rows at different positions
+    for (const auto &m : members_)
+      if (!m->continuous()) return false;
+    return true;
+  }
   Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) override {
     for (auto &m : members_) TFMRT_RETURN_IF_ERROR(m->reserve(slots, maxSource, maxRows, maxSteps));
     return Status::OK();
