@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/attention/attention.h"
 #include "kernels/decode/decode_common.h"
@@ -125,27 +126,32 @@ public:
     // Keys past a sentence's last kept one are not read: the translator's slot memory is as long
     // as the longest source of the whole call (40 tokens or more on test_2016, whose sources
     // average 17), and every row read all of them. Masked keys weigh exactly 0, so the result is
-    // unchanged to the bit (tested).
-    const auto liveKeys = [&](int64_t n) {
+    // unchanged to the bit (tested). One scan per slot, not per row (a beam's rows share a slot)
+    // or per (row, head).
+    liveKeys_.resize(size_t(N));
+    for (int64_t n = 0; n < N; ++n) {
       const uint8_t *kn = keep + n * S;
       int64_t len = S;
       while (len > 0 && !kn[len - 1]) --len;
-      return len;
-    };
+      liveKeys_[size_t(n)] = len;
+    }
     if (allHeads_)
       return runRows(a, R, S, [&](int64_t r, float *scores) {
         const int64_t n = rows[r];
         attendAllHeads_(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk,
-                        v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys(n), H, attrs_.scale, scores,
-                        y + r * H * dk);
+                        v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys_[size_t(n)], H, attrs_.scale,
+                        scores, y + r * H * dk);
       });
     return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
       const int64_t n = rows[r];
       attend_(q + r * Wq + attrs_.qOffset + h * dk, k + n * S * Wk + attrs_.kOffset + h * dk, Wk,
-              v + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys(n), dk, attrs_.scale, scores,
-              y + (r * H + h) * dk);
+              v + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys_[size_t(n)], dk, attrs_.scale,
+              scores, y + (r * H + h) * dk);
     });
   }
+
+private:
+  std::vector<int64_t> liveKeys_;  // per slot: keys up to its last kept one (per call; calls take turns)
 };
 
 KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }
