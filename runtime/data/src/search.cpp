@@ -85,19 +85,21 @@ float blockMaximum(const float *z, int64_t n) {
   return best;
 }
 
+// log sum_v exp(z[v]) of a row of logits (the full-prefix decoder's).
+double rowLogSumExp(const float *z, int64_t V) {
+  float mx = z[0];
+  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
+  return double(mx) + std::log(sum);
+}
+
 // `normalised`: z already holds log-probabilities (decode_step), so lse = 0.
 // `banned`: tokens not to keep (padding, BOS and the search constraints'), sorted. When they
 // leave nothing, `fallback` is kept (an empty row would leave the hypothesis no way on).
 void scoreRow(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned, int32_t fallback,
               bool normalised, RowTop &out) {
-  out.lse = 0;
-  if (!normalised) {
-    float mx = z[0];
-    for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
-    out.lse = double(mx) + std::log(sum);
-  }
+  out.lse = normalised ? 0.0 : rowLogSumExp(z, V);
   // A small sorted buffer: V is large, keep is 2 x beam. Once it is full, a token enters only
   // if it beats the worst kept value (ties: the lower id, already kept), one comparison each.
   auto &best = out.best;
@@ -592,7 +594,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
 
   std::vector<int32_t> rowSlot, parents, positions, blockRows, lengths, admittedSlots;
   std::vector<const std::vector<int32_t> *> prefixes;
-  std::vector<uint8_t> taken;
+  std::vector<uint8_t> taken, rowForced;  // rowForced: its token is given (no search over the row)
   std::vector<RowTop> tops;
   std::vector<int32_t> batchIds;
   const size_t keep = greedy ? 1 : size_t(2 * K);
@@ -668,6 +670,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     positions.assign(size_t(R), 0);
     prefixes.assign(size_t(R), nullptr);
     taken.assign(size_t(R), 0);
+    rowForced.assign(size_t(R), 0);
     for (int pass = 0, next = 0; pass < 2; ++pass)
       for (int64_t n : inFlight) {
         for (Live &h : state[size_t(n)].live) {
@@ -686,6 +689,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
           parents[r] = h.row < 0 ? h.callRow : h.row;  // a new sentence's row has nothing to copy
           positions[r] = int32_t(h.tokens.size());
           prefixes[r] = &h.tokens;
+          rowForced[r] = scoring || givenAt(n, int64_t(h.tokens.size())) >= 0;
         }
       }
     const Tensor *logits = nullptr;
@@ -710,6 +714,12 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
 #pragma omp parallel for schedule(static) num_threads(threads_) if (R * V >= (1 << 16))
     for (int64_t r = 0; r < R; ++r) {
+      if (rowForced[size_t(r)]) {  // only the normaliser: the token is given
+        tops[r].best.clear();
+        const float *z = logits->data<float>() + r * V;
+        tops[r].lse = normalised ? 0.0 : rowLogSumExp(z, V);
+        continue;
+      }
       bannedTokens(o, *prefixes[size_t(r)], banned_[size_t(r)]);
       scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, banned_[size_t(r)], o.eos, normalised, tops[r]);
     }
@@ -739,14 +749,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       if (greedy || given >= 0) {  // one hypothesis: greedy, or a given token (any beam)
         const int64_t r = st.live[0].callRow;
         const float *z = logits->data<float>() + r * V;
-        int32_t token = tops[r].best[0].second;
-        if (given >= 0) {
-          token = given;
-        } else if (scoring) {
-          token = o.eos;
-        } else if (o.sample) {
-          token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
-        }
+        int32_t token;
+        if (given >= 0) token = given;
+        else if (scoring) token = o.eos;
+        else if (o.sample) token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
+        else token = tops[r].best[0].second;
         const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
         if (token == o.eos) {
           finish(st.live[0], logProb, true);
