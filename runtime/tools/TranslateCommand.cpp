@@ -95,20 +95,16 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   std::vector<std::vector<int32_t>> ids(sources.size()), targetIds(targets ? sources.size() : 0),
       prefixIds(prefixes ? sources.size() : 0);
   const int64_t maxLen = job.translator->options().maxLen, maxSource = maxLen - 1;  // tokens before </s>
+  // Line i of a source, prefix or reference file: invalid UTF-8 replaced (noted once), tokenized.
+  auto encode = [&](std::string line, size_t i, std::vector<int32_t> &out) {
+    if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
+    return job.tok->encode(line, out);
+  };
   for (size_t i = 0; i < sources.size(); ++i) {
-    std::string line = sources[i];
-    if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
-    TFMRT_RETURN_IF_ERROR(job.tok->encode(line, ids[i]));
+    TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
-    if (prefixes) {
-      line = (*prefixes)[i];
-      if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
-      TFMRT_RETURN_IF_ERROR(job.tok->encode(line, prefixIds[i]));
-    }
-    if (!targets) continue;
-    line = (*targets)[i];
-    if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
-    TFMRT_RETURN_IF_ERROR(job.tok->encode(line, targetIds[i]));
+    if (prefixes) TFMRT_RETURN_IF_ERROR(encode((*prefixes)[i], i, prefixIds[i]));
+    if (targets) TFMRT_RETURN_IF_ERROR(encode((*targets)[i], i, targetIds[i]));
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < sources.size(); ++i) {
