@@ -142,7 +142,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"score-reference", Kind::Flag,
          "score the references instead of translating: per line, their log-probability (natural log, </s> "
          "included); with --data or --reference"},
-        {"sample", Kind::Flag, "sample tokens instead of searching (beam 1)"},
+        {"sample", Kind::Flag, "sample tokens instead of searching (default beam 1; beam K: K independent samples)"},
         {"top-k", Kind::Int, "sample among the K most likely tokens"},
         {"top-p", Kind::Number, "sample from the smallest set with probability >= P"},
         {"temperature", Kind::Number, "sampling temperature"},

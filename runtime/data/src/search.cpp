@@ -45,6 +45,7 @@ struct Live {
   std::vector<double> tokenLogProbs;  // one per token
   double logProb = 0;
   int32_t row = 0;      // its row in the last decoder call (the cache row holding its prefix)
+  int32_t sample = 0;   // sampling with beam K: which of the sentence's K samples (keys its draws)
   int32_t callRow = 0;  // its row in the current call
 };
 
@@ -53,6 +54,7 @@ struct SentenceState {
   std::vector<Hypothesis> finished;
   int64_t maxOut = 0;  // output tokens allowed, EOS included
   bool done = false;
+  bool spawned = false;  // sampling with beam K: the K samples have left the start hypothesis
 };
 
 // Per row of a decoder call: log-sum-exp of the logits and the best `keep` tokens, best first
@@ -447,7 +449,6 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (o.nBest < 1 || o.nBest > o.beam)
     return tfmrt::invalidArgument("n-best " + std::to_string(o.nBest) + " must be in [1, beam = " +
                                   std::to_string(o.beam) + "]");
-  if (o.sample && o.beam != 1) return tfmrt::invalidArgument("sampling draws one hypothesis: it needs beam 1");
   if (o.sample && !(o.temperature > 0)) return tfmrt::invalidArgument("temperature must be > 0");
   if (o.topK < 0) return tfmrt::invalidArgument("top-k must be >= 0");
   if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("top-p must be in (0, 1]");
@@ -752,7 +753,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         int32_t token;
         if (given >= 0) token = given;
         else if (scoring) token = o.eos;
-        else if (o.sample) token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds);
+        else if (o.sample) token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds, 0);
         else token = tops[r].best[0].second;
         const double logProb = st.live[0].logProb + double(z[token]) - tops[r].lse;
         if (token == o.eos) {
@@ -768,6 +769,40 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
             st.live.clear();
           }
         }
+        st.done = st.live.empty();
+        continue;
+      }
+      if (o.sample) {
+        // Sampling with beam K (fairseq's --sampling --beam K): K independent samples per
+        // sentence, drawn from its start hypothesis at the first step, then each from its own
+        // prefix; sample k's draws are keyed by k (sample 0's are beam 1's), so no sample
+        // depends on the others, the batch or the threads. The sentence is done when all ended.
+        std::vector<Live> next;
+        for (const Live &h : st.live) {
+          const int64_t r = h.callRow;
+          const float *z = logits->data<float>() + r * V;
+          for (int k = 0; k < (st.spawned ? 1 : K); ++k) {
+            const int32_t sample = st.spawned ? h.sample : k;
+            const int32_t token = sampleToken(z, V, banned_[size_t(r)], n, t, sentenceIds, sample);
+            const double logProb = h.logProb + double(z[token]) - tops[r].lse;
+            if (token == o.eos) {
+              finish(h, logProb, true);
+              continue;
+            }
+            Live c;
+            c.tokens = h.tokens;
+            c.tokens.push_back(token);
+            c.tokenLogProbs = h.tokenLogProbs;
+            c.tokenLogProbs.push_back(logProb - h.logProb);
+            c.logProb = logProb;
+            c.row = int32_t(r);
+            c.sample = sample;
+            if (lastStep) finish(c, logProb, false);
+            else next.push_back(std::move(c));
+          }
+        }
+        st.spawned = true;
+        st.live.swap(next);
         st.done = st.live.empty();
         continue;
       }
@@ -851,7 +886,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
 }
 
 int32_t Translator::sampleToken(const float *z, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
-                                int64_t position, const std::vector<uint64_t> *sentenceIds) {
+                                int64_t position, const std::vector<uint64_t> *sentenceIds, int32_t sample) {
   const SearchOptions &o = options_;
   // Candidates in probability order (ties: lower id), truncated to top-k and then top-p.
   order_.resize(size_t(V));
@@ -881,7 +916,7 @@ int32_t Translator::sampleToken(const float *z, int64_t V, const std::vector<int
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += probs_[i];
   const uint64_t id = sentenceIds ? (*sentenceIds)[size_t(sentence)] : uint64_t(sentence);
-  double u = uniformDraw(o.seed, id, position) * total;
+  double u = uniformDraw(sample == 0 ? o.seed : splitmix64(o.seed + uint64_t(sample)), id, position) * total;
   for (size_t i = 0; i < n; ++i) {
     u -= probs_[i];
     if (u < 0) return order_[i];

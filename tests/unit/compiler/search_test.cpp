@@ -832,3 +832,59 @@ TEST(Search, WordScoresAreEachPositionsLogProb) {
 }
 
 }  // namespace
+
+namespace {
+
+// Sampling with beam K: K samples per sentence, each a real path (its log-probability equals the
+// teacher-forced one and its word scores sum to it), the beam-1 sample (same seed) among them,
+// the same samples with the cache and without, at another batch size, and not all alike.
+TEST(Search, SamplingWithBeamDrawsIndependentSamples) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}};
+  ASSERT_TRUE(eosRowFromCommonest(*model, sources, 1.001f));  // outputs that end before the limit too
+  tfmdata::SearchOptions o;
+  o.sample = true;
+  o.seed = 11;
+  o.maxLen = 64;
+  o.beam = 1;
+  std::unique_ptr<tfmdata::Translator> t;
+  std::vector<std::vector<tfmdata::Hypothesis>> one, many[3];
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, one).ok());
+  o.beam = 4;
+  o.nBest = 4;
+  for (int variant = 0; variant < 3; ++variant) {
+    o.useCache = variant != 1;
+    o.maxSentences = variant == 2 ? 1 : 0;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+    ASSERT_TRUE(t->translate(sources, many[variant]).ok());
+  }
+  size_t varied = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    SCOPED_TRACE("sentence " + std::to_string(i));
+    ASSERT_EQ(many[0][i].size(), 4u);
+    bool hasBeamOne = false;
+    std::set<std::vector<int32_t>> distinct;
+    for (size_t k = 0; k < 4; ++k) {
+      const tfmdata::Hypothesis &h = many[0][i][k];
+      for (int variant : {1, 2}) {
+        EXPECT_EQ(many[variant][i][k].tokens, h.tokens) << "variant " << variant;
+        EXPECT_NEAR(many[variant][i][k].logProb, h.logProb, 1e-4 * (1 + std::abs(h.logProb)));
+      }
+      if (k > 0) EXPECT_GE(many[0][i][k - 1].score, h.score) << "best score first";
+      const int64_t maxOut = int64_t(1.5 * double(sources[i].size())) + 10;
+      const bool eos = int64_t(h.tokens.size()) < maxOut;
+      const double forced = logProbViaForward(*model, sources[i], h.tokens, eos);
+      EXPECT_NEAR(h.logProb, forced, 1e-4 * (1 + std::abs(forced)));
+      hasBeamOne |= h.tokens == one[i][0].tokens;
+      distinct.insert(h.tokens);
+    }
+    EXPECT_TRUE(hasBeamOne) << "sample 0 is the beam-1 sample";
+    varied += distinct.size() > 1;
+  }
+  EXPECT_GE(varied, 2u) << "independent samples should differ somewhere";
+}
+
+}  // namespace

@@ -59,9 +59,11 @@ struct SearchOptions {
   // longest first), 512-2048 encoded in 0.84-0.94 s where refill groups took 1.31 s; 4096 padded
   // 17 % more positions than 1024's 3 %.
   int64_t encodeBlockTokens = 1024;
-  // Sampling (beam 1 only): draw each token from softmax(logits / temperature) restricted to the
-  // topK most likely tokens (0: all) and to the smallest set whose probability reaches topP.
-  // Draws depend only on (seed, sentence id, position), not on batching or threads.
+  // Sampling: draw each token from softmax(logits / temperature) restricted to the topK most
+  // likely tokens (0: all) and to the smallest set whose probability reaches topP. With beam K,
+  // K independent samples per sentence (fairseq's --sampling --beam K), ranked by score for
+  // nBest. Draws depend only on (seed, sentence id, position, sample index), not on batching or
+  // threads; sample 0 is the beam-1 sample.
   bool sample = false;
   double temperature = 1.0;
   int topK = 0;
@@ -145,7 +147,7 @@ private:
   };
   Translator() = default;
   int32_t sampleToken(const float *logits, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
-                      int64_t position, const std::vector<uint64_t> *sentenceIds);
+                      int64_t position, const std::vector<uint64_t> *sentenceIds, int32_t sample);
   SearchOptions options_;
   // Tokens given per sentence: score()'s targets (then </s>; forcedWhole_) or
   // translateWithPrefixes()'s prefixes (then the search); null otherwise.
