@@ -388,7 +388,7 @@ public:
     const int64_t V = scores_[0]->shape.back(), R = V > 0 ? scores_[0]->numel() / V : 0;
     mixed_.resize(tfmrt::DType::F32, scores_[0]->shape);
     const int threads = R * V * int64_t(M) >= (1 << 16) ? threads_ : 1;
-    sums_.resize(size_t(threads) * size_t(V));
+    sums_.resize(size_t(threads) * 512);  // mixLogProbs' scratch per thread
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t r = 0; r < R; ++r) {
       std::vector<const float *> rows(M);
@@ -396,26 +396,21 @@ public:
       for (size_t i = 0; i < M; ++i) {
         rows[i] = scores_[i]->data<float>() + r * V;
         // Members that return logits (the full-prefix decoder) are normalised here.
-        if (!members_[i]->normalised()) shifts[i] = logSumExp(rows[i], V);
+        if (!members_[i]->normalised()) shifts[i] = float(rowLogSumExp(rows[i], V));
       }
       detail::mixLogProbs(rows.data(), shifts.data(), weights_.data(), int64_t(M), V, mixed_.data<float>() + r * V,
-                          sums_.data() + size_t(omp_get_thread_num()) * size_t(V));
+                          sums_.data() + size_t(omp_get_thread_num()) * 512);
     }
     logits = &mixed_;
     return Status::OK();
   }
+
 private:
-  static float logSumExp(const float *z, int64_t n) {
-    const double mx = *std::max_element(z, z + n);
-    double sum = 0;
-    for (int64_t v = 0; v < n; ++v) sum += std::exp(double(z[v]) - mx);
-    return float(mx + std::log(sum));
-  }
   std::vector<std::unique_ptr<Translator::Decoder>> members_;
   std::vector<float> weights_;  // sum 1
   int threads_;
   std::vector<const Tensor *> scores_;
-  std::vector<float> sums_;  // per thread, V
+  std::vector<float> sums_;  // per thread, 512
   Tensor mixed_;
 };
 
