@@ -389,16 +389,18 @@ public:
     mixed_.resize(tfmrt::DType::F32, scores_[0]->shape);
     const int threads = R * V * int64_t(M) >= (1 << 16) ? threads_ : 1;
     sums_.resize(size_t(threads) * 512);  // mixLogProbs' scratch per thread
+    rowPtrs_.resize(size_t(R) * M);         // per row: each member's scores and shift
+    shifts_.resize(size_t(R) * M);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t r = 0; r < R; ++r) {
-      std::vector<const float *> rows(M);
-      std::vector<float> shifts(M, 0.0f);
+      const float **rows = rowPtrs_.data() + size_t(r) * M;
+      float *shifts = shifts_.data() + size_t(r) * M;
       for (size_t i = 0; i < M; ++i) {
         rows[i] = scores_[i]->data<float>() + r * V;
         // Members that return logits (the full-prefix decoder) are normalised here.
-        if (!members_[i]->normalised()) shifts[i] = float(rowLogSumExp(rows[i], V));
+        shifts[i] = members_[i]->normalised() ? 0.0f : float(rowLogSumExp(rows[i], V));
       }
-      detail::mixLogProbs(rows.data(), shifts.data(), weights_.data(), int64_t(M), V, mixed_.data<float>() + r * V,
+      detail::mixLogProbs(rows, shifts, weights_.data(), int64_t(M), V, mixed_.data<float>() + r * V,
                           sums_.data() + size_t(omp_get_thread_num()) * 512);
     }
     logits = &mixed_;
@@ -411,6 +413,8 @@ private:
   int threads_;
   std::vector<const Tensor *> scores_;
   std::vector<float> sums_;  // per thread, 512
+  std::vector<const float *> rowPtrs_;  // reused across steps: no allocation per row
+  std::vector<float> shifts_;
   Tensor mixed_;
 };
 
