@@ -838,12 +838,14 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         next.clear();
       }
       st.live.swap(next);
-      // Done when K hypotheses are finished and no live one can still beat the nBest-th best
-      // finished score: a live log-probability only falls and the penalty only grows with
+      // Done when nBest hypotheses are finished and no live one can still beat the nBest-th
+      // best finished score: a live log-probability only falls and the penalty only grows with
       // length, so its best possible final score is logProb / lp(maxOut + 1) (an output cut at
-      // the limit has maxOut tokens and is scored as if </s> followed).
+      // the limit has maxOut tokens and is scored as if </s> followed). Hypotheses finished
+      // later score at most that (ties rank after), so the nBest are final: waiting for K
+      // finished, as before, gave the same output after 1 % more rows (test_2016, beam 4).
       bool done = st.live.empty();
-      if (!done && int(st.finished.size()) >= K) {
+      if (!done && int(st.finished.size()) >= o.nBest) {
         scores_.clear();
         for (const Hypothesis &f : st.finished) scores_.push_back(f.score);
         std::nth_element(scores_.begin(), scores_.begin() + (o.nBest - 1), scores_.end(), std::greater<double>());

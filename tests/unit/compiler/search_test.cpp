@@ -302,6 +302,53 @@ TEST(CachedDecoding, GreedyIsArgmaxWhenEosRanksSecond) {
   EXPECT_GE(eosSecond, 5) << "the weights must put </s> second often for this test to mean anything";
 }
 
+// A sentence stops once its N best (--n-best N) are final: N finished and no live hypothesis
+// able to beat the N-th under the length penalty, not K finished. On weights where </s> often
+// wins (so sentences finish early and unevenly), n-best 1..3 with beam 4 give the first N
+// hypotheses of n-best 4 (tokens and scores) on both decoders, each N after fewer rows than N + 1
+// (waiting for K finished fails that).
+TEST(Search, SentencesStopOnceTheirNBestAreFinal) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, true);
+  ASSERT_TRUE(model);
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4},
+                                                  {40, 41, 42}, {7, 7, 7, 7}};
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  ASSERT_TRUE(eosRowFromCommonest(*model, sources, 1.001f));
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "cached" : "full prefix");
+    std::vector<std::vector<tfmdata::Hypothesis>> all;
+    int64_t rowsAll = 0, rowsPrevious = 0;
+    for (int n : {4, 3, 2, 1}) {
+      tfmdata::SearchOptions o;
+      o.beam = 4;
+      o.nBest = n;
+      o.maxLen = 32;
+      o.useCache = cache;
+      std::unique_ptr<tfmdata::Translator> t;
+      ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+      std::vector<std::vector<tfmdata::Hypothesis>> h;
+      ASSERT_TRUE(t->translate(sources, h).ok());
+      ASSERT_EQ(h.size(), sources.size());
+      if (n == 4) {
+        all = h;
+        rowsAll = t->work().rows;
+        continue;
+      }
+      // Each smaller N stops sooner on these weights (with K finished required, n-best 2 and 1
+      // decoded the same 250 rows; now 138 and 102, n-best 4 286).
+      EXPECT_LT(t->work().rows, n == 3 ? rowsAll : rowsPrevious) << "n-best " << n;
+      rowsPrevious = t->work().rows;
+      for (size_t i = 0; i < sources.size(); ++i) {
+        ASSERT_EQ(h[i].size(), std::min(size_t(n), all[i].size())) << "sentence " << i;
+        for (size_t k = 0; k < h[i].size(); ++k) {
+          EXPECT_EQ(h[i][k].tokens, all[i][k].tokens) << "n-best " << n << " sentence " << i << " rank " << k;
+          EXPECT_EQ(h[i][k].score, all[i][k].score) << "n-best " << n << " sentence " << i << " rank " << k;
+        }
+      }
+    }
+  }
+}
+
 // Beam search: the cached and full-prefix decoders find the same hypotheses, and a beam's best
 // hypothesis scores at least as well as greedy's (the search keeps greedy's path in the beam
 // unless something better displaces it... not guaranteed in general, so checked on score only
