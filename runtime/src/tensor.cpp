@@ -131,7 +131,7 @@ void Tensor::allocate(size_t bytes, bool hugePages, bool zero) {
     const size_t head = begin - uintptr_t(raw), tail = len - head - rounded;
     if (head) ::munmap(raw, head);
     if (tail) ::munmap(reinterpret_cast<void *>(begin + rounded), tail);
-    (void)madvise(reinterpret_cast<void *>(begin), rounded, MADV_HUGEPAGE);  // advice only: else 4 KiB pages
+    if (!getenv("NOHUGE")) (void)madvise(reinterpret_cast<void *>(begin), rounded, MADV_HUGEPAGE);  // advice only: else 4 KiB pages
     storage_ = reinterpret_cast<uint8_t *>(begin);
     capacity_ = bytes;
     mapped_ = true;
