@@ -168,6 +168,9 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   state.refs.assign(maxArity, TensorRef());
   state.usesState = artifact.usesState(fn);
   state.usesDynamicState = artifact.usesDynamicState(fn);
+  for (const ValueInfo &v : fn.values)
+    if (v.kind == ValueKind::State && v.index < artifact.states.size() && isStaticState(artifact.states[v.index]))
+      state.usesStaticState = true;
   return Status::OK();
 }
 
@@ -206,9 +209,7 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
       s->impl_->runs[i].refs.assign(e.refs.size(), TensorRef());
     }
     const Artifact &a = model.impl_->artifact;
-    s->impl_->states.resize(a.states.size());
-    for (size_t i = 0; i < a.states.size(); ++i)
-      if (isStaticState(a.states[i])) s->impl_->states[i] = Tensor(a.states[i].dtype, a.states[i].shape);
+    s->impl_->states.resize(a.states.size());  // static ones on first need (allocateStaticStates)
     session = std::move(s);
     return Status::OK();
   } catch (const std::bad_alloc &) {
@@ -265,16 +266,33 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
   return Status::OK();
 }
 
+void Session::Impl::allocateStaticStates() {
+  if (staticAllocated) return;
+  const Artifact &a = model->artifact;
+  for (size_t i = 0; i < a.states.size(); ++i)
+    if (isStaticState(a.states[i])) states[i] = Tensor(a.states[i].dtype, a.states[i].shape);  // zeros
+  staticAllocated = true;
+}
+
 void Session::Impl::zeroStaticStates() {
   const Artifact &a = model->artifact;
   for (size_t i = 0; i < a.states.size() && i < states.size(); ++i)
-    if (isStaticState(a.states[i]) && states[i].nbytes()) std::memset(states[i].rawData(), 0, states[i].nbytes());
+    if (isStaticState(a.states[i]) && states[i].rawData()) std::memset(states[i].rawData(), 0, states[i].nbytes());
 }
 
 const Tensor *Session::state(const std::string &name) const {
   const Artifact &a = impl_->model->artifact;
   for (size_t i = 0; i < a.states.size() && i < impl_->states.size(); ++i)
-    if (a.states[i].name == name) return impl_->states[i].shape.empty() ? nullptr : &impl_->states[i];
+    if (a.states[i].name == name) {
+      if (isStaticState(a.states[i])) {
+        try {
+          impl_->allocateStaticStates();
+        } catch (const std::bad_alloc &) {
+          return nullptr;
+        }
+      }
+      return impl_->states[i].shape.empty() ? nullptr : &impl_->states[i];
+    }
   return nullptr;
 }
 
@@ -284,7 +302,8 @@ Tensor *Session::mutableState(const std::string &name) {
 
 int64_t Session::stateBytes() const {
   int64_t n = 0;
-  for (const Tensor &t : impl_->states) n += int64_t(t.nbytes());
+  for (const Tensor &t : impl_->states)
+    if (t.rawData()) n += int64_t(t.nbytes());  // not yet allocated: nothing
   return n;
 }
 

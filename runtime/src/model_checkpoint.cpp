@@ -61,8 +61,10 @@ TensorRefList sortedRefs(const TensorMap &tensors) {
   return refs;  // std::map: already in name order
 }
 
-// The training state: the checkpointed session states of the default session (Adam moments), by name.
+// The training state: the checkpointed session states of the default session (Adam moments), by
+// name, allocated (zeros) if no run has used them yet. Throws std::bad_alloc.
 void trainingState(const Model::Impl &m, TensorRefList &out) {
+  m.session->internals().allocateStaticStates();
   const auto &states = m.session->internals().states;
   for (size_t i = 0; i < m.artifact.states.size(); ++i)
     if (isCheckpointedState(m.artifact.states[i])) out.emplace_back(m.artifact.states[i].name, &states[i]);
@@ -93,7 +95,8 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
   }
 }
 
-Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta) {
+Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta,
+                             bool withTrainingState) {
   try {
     TensorMap tensors;
     MetadataMap metadata;
@@ -124,19 +127,30 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     // Weights and state go in together: take both apart first, so an error changes nothing.
     std::map<std::string, Tensor> weights, state;
     for (auto &[name, t] : tensors) (impl_->artifact.findParam(name) >= 0 ? weights : state)[name] = std::move(t);
-    TensorRefList current;  // this model's training state tensors, by name
-    trainingState(*impl_, current);
-    // A model without training state (compiled without train_step: translation, evaluation)
-    // takes the weights only.
-    if (current.empty()) state.clear();
-    if (current.size() != state.size())
-      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", current.size()));
-    for (const auto &[name, t] : current) {
-      auto it = state.find(name);
-      if (it == state.end()) return refuse(cat("missing optimizer state '", name, "'"));
-      if (it->second.dtype != t->dtype || it->second.shape != t->shape)
-        return refuse(cat("optimizer state '", name, "' is ", it->second.describe(), ", expected ", t->describe()));
+    // This model's training state, by name. A model without any (compiled without train_step:
+    // translation, evaluation) takes the weights only.
+    std::vector<const StateInfo *> expected;
+    for (const StateInfo &st : impl_->artifact.states)
+      if (isCheckpointedState(st)) expected.push_back(&st);
+    if (expected.empty()) state.clear();
+    if (expected.size() != state.size())
+      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", expected.size()));
+    for (const StateInfo *st : expected) {
+      auto it = state.find(st->name);
+      if (it == state.end()) return refuse(cat("missing optimizer state '", st->name, "'"));
+      if (it->second.dtype != st->dtype || it->second.shape != st->shape)
+        return refuse(cat("optimizer state '", st->name, "' is ", it->second.describe(), ", expected ",
+                          dtypeName(st->dtype), shapeStr(st->shape)));
     }
+    if (!withTrainingState) {  // checked, not kept: training state starts over with the weights
+      Status s = setWeights(weights);
+      if (!s.ok()) return refuse(s.message());
+      step = parsed;
+      if (meta) *meta = std::map<std::string, std::string>(metadata.begin(), metadata.end());
+      return Status::OK();
+    }
+    TensorRefList current;  // the default session's training state tensors (allocated here)
+    trainingState(*impl_, current);
     Status s = setWeights(weights, /*keepTrainingState=*/true);
     if (!s.ok()) return refuse(s.message());
     std::lock_guard<std::mutex> lock(impl_->callMutex);  // no session runs while the moments change

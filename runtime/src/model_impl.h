@@ -56,6 +56,7 @@ struct EntryState {
   bool mutatesWeights = false;
   bool usesState = false;       // has State values (their shapes are part of the plan key)
   bool usesDynamicState = false;  // a state with dynamic dims: runs only once bindStates bound them
+  bool usesStaticState = false;   // training state (Adam moments): allocated by the first such run
   std::vector<TensorRef> refs;  // operands then results of a node evaluated when weights are set
 };
 
@@ -100,13 +101,17 @@ struct Model::Impl {
 };
 
 // Static states (isStaticState: the Adam moments of train_step) are training state: allocated
-// (zeros) with the session, zeroed when weights are set, saved in checkpoints. States with dynamic
-// dims (the K/V caches) are transient, allocated by bindStates.
+// (zeros) on first need -- a run of an entry that uses them, state(), a checkpoint -- so sessions
+// that only translate or evaluate never hold them (twice the weights' size); zeroed when weights
+// are set, saved in checkpoints. States with dynamic dims (the K/V caches) are transient,
+// allocated by bindStates.
 struct Session::Impl {
   Model::Impl *model = nullptr;
   std::vector<EntryRun> runs;  // per model entry
-  std::vector<Tensor> states;  // per artifact state (dynamic ones empty until bindStates)
+  std::vector<Tensor> states;  // per artifact state (empty until allocated or bound)
   bool dynamicBound = false;
+  bool staticAllocated = false;
+  void allocateStaticStates();  // once; throws std::bad_alloc
   void zeroStaticStates();
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);

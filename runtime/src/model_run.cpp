@@ -71,6 +71,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   if (state->usesDynamicState && !dynamicBound)
     return invalidArgument(cat(entryStr(fn), " uses session state (a K/V cache): bind it with Session::bindStates "
                                   "before run()"));
+  if (state->usesStaticState) allocateStaticStates();
 
   // The plan for these input shapes: cached, else built (shape inference + buffer planning).
   ShapePlan *plan = nullptr;

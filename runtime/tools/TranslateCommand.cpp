@@ -383,7 +383,9 @@ int translateCommand(const CommandLine &cl) {
     }
     int64_t step = 0;
     CheckpointMeta meta;
-    if (auto s = models[i]->loadCheckpoint(weightFiles[i], step, &meta); !s.ok()) return fail("translate", s);
+    // The weights only: translation never holds the Adam moments (2 x the weights).
+    if (auto s = models[i]->loadCheckpoint(weightFiles[i], step, &meta, /*withTrainingState=*/false); !s.ok())
+      return fail("translate", s);
     if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
     std::fprintf(stderr, "weights from %s (after step %lld)\n", weightFiles[i].c_str(), (long long)step);
   }

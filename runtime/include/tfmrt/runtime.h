@@ -111,9 +111,12 @@ public:
   // + caller metadata, in one safetensors file written atomically (temporary file + rename).
   // The file carries a format tag, a version and a CRC-32 of every tensor's bytes; loading checks
   // them, the model name and every tensor, and changes nothing on any error. A model without
-  // training state (no train_step entry) loads the weights only.
+  // training state (no train_step entry) loads the weights only, as does `withTrainingState`
+  // false (translation, evaluation: the file is checked all the same; training state this model
+  // held starts over, as with setWeights).
   Status saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta = {}) const;
-  Status loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta = nullptr);
+  Status loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta = nullptr,
+                        bool withTrainingState = true);
   bool hasWeights() const;
   const Tensor *weight(const std::string &name) const;  // nullptr if unknown or weights unset
 
@@ -169,14 +172,16 @@ public:
   // A state already at least that large along every dim is kept (no allocation); its contents
   // are then whatever the last calls left, which the entries that use state never read before
   // writing (decode_step starts from position 0). New states are zero-filled. States without
-  // dynamic dims (train_step's Adam moments, "adam.m/<param>") exist from creation, zeros.
+  // dynamic dims (train_step's Adam moments, "adam.m/<param>") are zeros from their first use
+  // (a run of an entry that uses them, state(), a checkpoint): a session that only translates
+  // never allocates them.
   Status bindStates(const std::vector<int64_t> &dynamicDims);
   const Tensor *state(const std::string &name) const;  // null if unknown or not bound
   // Writable access between calls, for work the entries leave to the caller: data-parallel
   // training sums the "grad_accum/<param>" states across processes between accumulate_gradients
   // and apply_update. Null if unknown or not bound.
   Tensor *mutableState(const std::string &name);
-  int64_t stateBytes() const;                            // all bound states
+  int64_t stateBytes() const;                            // all bound or allocated states
 
   // As Model::run, with this session's buffers and states. Entries that use state refuse to run
   // until bindStates() was called.

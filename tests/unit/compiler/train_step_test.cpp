@@ -175,6 +175,87 @@ TEST(TrainCheckpoint, ResumesExactly) {
   }
 }
 
+// Training state (the Adam moments, as large as the weights twice) exists only where training
+// needs it: no session holds it from creation; the first train_step run, a checkpoint load or
+// state() allocates it (zeros). A weights-only checkpoint load (translation) checks the whole file
+// but keeps no moments; a full load afterwards restores them exactly and training continues bit
+// for bit. Sessions that decode hold only their K/V caches.
+TEST(TrainCheckpoint, TrainingStateOnlyWhereTrainingNeedsIt) {
+  const std::string spec = "tiny";
+  const std::vector<tfmrt::Tensor> batch = goldenBatch(spec);
+  const std::string weights = kSource + "/tests/golden/tiny.weights.safetensors";
+  const std::string path = testing::TempDir() + "/tfmc_ckpt_lazy.safetensors";
+  auto trained = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true, true);
+  auto fresh = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true, true);
+  ASSERT_TRUE(trained && fresh);
+  const tfmrt::Artifact &a = trained->artifact();
+  int64_t momentBytes = 0, checkpointed = 0;
+  for (const tfmrt::StateInfo &st : a.states)
+    if (tfmrt::isStaticState(st)) {
+      int64_t n = 4;
+      for (int64_t d : st.shape) n *= d;
+      momentBytes += n;
+      checkpointed += tfmrt::isCheckpointedState(st) ? 1 : 0;
+    }
+  ASSERT_GT(checkpointed, 0);
+  EXPECT_EQ(trained->defaultSession().stateBytes(), 0) << "no moments at creation";
+  ASSERT_TRUE(trained->loadWeights(weights).ok());
+  EXPECT_EQ(trained->defaultSession().stateBytes(), 0) << "nor with weights";
+  train(*trained, batch, 1, 2);
+  EXPECT_EQ(trained->defaultSession().stateBytes(), momentBytes) << "train_step allocated them";
+  ASSERT_TRUE(trained->saveCheckpoint(path, 2).ok());
+
+  // Weights only: the file is checked (a flipped bit is refused), the weights are the trained
+  // ones, no moments are allocated.
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bytes[bytes.size() - 100] ^= 0x10;
+    const std::string corrupt = testing::TempDir() + "/tfmc_ckpt_lazy_corrupt.safetensors";
+    std::ofstream(corrupt, std::ios::binary) << bytes;
+    int64_t step = -1;
+    tfmrt::Status s = fresh->loadCheckpoint(corrupt, step, nullptr, /*withTrainingState=*/false);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+    std::remove(corrupt.c_str());
+  }
+  int64_t step = -1;
+  tfmrt::Status s = fresh->loadCheckpoint(path, step, nullptr, /*withTrainingState=*/false);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(step, 2);
+  EXPECT_TRUE(sameWeights(*trained, *fresh));
+  EXPECT_EQ(fresh->defaultSession().stateBytes(), 0) << "a weights-only load keeps no moments";
+
+  // A decoding session holds its caches only.
+  std::unique_ptr<tfmrt::Session> decoding;
+  ASSERT_TRUE(tfmrt::Session::create(*fresh, decoding).ok());
+  EXPECT_EQ(decoding->stateBytes(), 0);
+  ASSERT_TRUE(decoding->bindStates({4, 16}).ok());
+  int64_t cacheBytes = 0;
+  for (const tfmrt::StateInfo &st : a.states)
+    if (!tfmrt::isStaticState(st)) {
+      int64_t n = 4, bound = 0;
+      for (int64_t d : st.shape) n *= d == tfmrt::kDynamicDim ? (bound++ == 0 ? 4 : 16) : d;
+      cacheBytes += n;
+    }
+  ASSERT_GT(cacheBytes, 0);
+  EXPECT_EQ(decoding->stateBytes(), cacheBytes);
+
+  // The full load restores the moments bit for bit, and training continues as it would have.
+  ASSERT_TRUE(fresh->loadCheckpoint(path, step).ok());
+  EXPECT_EQ(fresh->defaultSession().stateBytes(), momentBytes);
+  for (const tfmrt::StateInfo &st : a.states) {
+    if (!tfmrt::isCheckpointedState(st)) continue;
+    const tfmrt::Tensor *x = trained->defaultSession().state(st.name), *y = fresh->defaultSession().state(st.name);
+    ASSERT_TRUE(x && y) << st.name;
+    ASSERT_EQ(x->nbytes(), y->nbytes());
+    EXPECT_EQ(std::memcmp(x->rawData(), y->rawData(), x->nbytes()), 0) << st.name;
+  }
+  EXPECT_EQ(train(*fresh, batch, 3, 4), train(*trained, batch, 3, 4));
+  EXPECT_TRUE(sameWeights(*trained, *fresh));
+  std::remove(path.c_str());
+}
+
 // A corrupt, truncated, foreign or mislabelled checkpoint is refused with a clear message and
 // changes nothing (the model keeps training exactly as before).
 TEST(TrainCheckpoint, BadFilesAreRefusedAndChangeNothing) {
