@@ -51,9 +51,11 @@ struct EntryState {
   std::vector<size_t> weightNodes, runNodes;
   std::vector<Tensor> derived;
   std::vector<IdCheck> idChecks;
-  // Has nodes that update parameters in place (tfm.adam_update): after each run, weight-derived
-  // values and packed weights of every entry are refreshed.
+  // Has nodes that update parameters in place (tfm.adam_update): each run makes a new weights
+  // version, and every entry refreshes its weight-derived values and packed weights before its
+  // next run (preparedVersion).
   bool mutatesWeights = false;
+  uint64_t preparedVersion = ~uint64_t(0);  // the weightsVersion `derived` and packed weights are of
   bool usesState = false;       // has State values (their shapes are part of the plan key)
   bool usesDynamicState = false;  // a state with dynamic dims: runs only once bindStates bound them
   bool usesStaticState = false;   // training state (Adam moments): allocated by the first such run
@@ -95,7 +97,8 @@ struct Model::Impl {
   // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
   // and lets kernels re-derive cached weights. On failure the previous weights are restored.
   Status installWeights(std::vector<Tensor> fresh, bool resetTrainingState = true);
-  Status evaluateWeightDerived();
+  Status evaluateWeightDerived();                    // every entry
+  Status evaluateWeightDerived(EntryState &state);  // one entry, for the current weightsVersion
   // Memory of a value known before run() (parameter, constant, derived); null otherwise.
   void *knownData(const EntryState &state, uint32_t v);
 };

@@ -125,8 +125,13 @@ void *Model::Impl::knownData(const EntryState &state, uint32_t v) {
 // Runs the weight-derived nodes of every entry (in order, so derived values may feed each other),
 // then hands each run-time kernel its known operands through prepareWeights.
 Status Model::Impl::evaluateWeightDerived() {
+  for (EntryState &state : entries) TFMRT_RETURN_IF_ERROR(evaluateWeightDerived(state));
+  return Status::OK();
+}
+
+Status Model::Impl::evaluateWeightDerived(EntryState &state) {
   OmpThreadsScope threads(options.num_threads);
-  for (EntryState &state : entries) {
+  {
     const EntryFunction &fn = *state.fn;
     auto bind = [&](uint32_t v) {
       void *data = knownData(state, v);
@@ -165,6 +170,7 @@ Status Model::Impl::evaluateWeightDerived() {
       if (!s.ok()) return fail(i, s);
     }
   }
+  state.preparedVersion = weightsVersion;
   return Status::OK();
 }
 

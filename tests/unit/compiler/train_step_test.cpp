@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "golden_util.h"
+#include "tfmdata/search.h"
 #include "tfmrt/safetensors.h"
 
 namespace {
@@ -173,6 +174,48 @@ TEST(TrainCheckpoint, ResumesExactly) {
     EXPECT_TRUE(sameWeights(*straight, *resumed)) << spec;
     std::remove(path.c_str());
   }
+}
+
+// Every entry runs with the weights the last training step wrote, though each re-derives its
+// merged weights and packed copies only when it next runs: forward and translation after steps
+// (and after more steps, and interleaved) equal a fresh model given those weights.
+TEST(TrainCheckpoint, EntriesFollowTheWeightsTrainingWrites) {
+  const std::string spec = "tiny";
+  const std::vector<tfmrt::Tensor> batch = goldenBatch(spec);
+  auto trained = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true, true);
+  auto copy = compileAndLoad(spec, tfmrt::KernelBackend::Dnnl, "all", false, true, true);
+  ASSERT_TRUE(trained && copy);
+  ASSERT_TRUE(trained->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30, 31, 32}, {11, 12, 13, 14}};
+  tfmdata::SearchOptions o;
+  o.beam = 2;
+  o.maxLen = 32;
+  auto check = [&](const char *when) {
+    std::map<std::string, tfmrt::Tensor> w;
+    for (const auto &p : trained->artifact().params) w[p.name] = *trained->weight(p.name);
+    ASSERT_TRUE(copy->setWeights(w).ok());
+    const std::vector<tfmrt::Tensor> in{batch[0], batch[1], batch[2]};
+    std::vector<tfmrt::Tensor> x, y;
+    ASSERT_TRUE(trained->run("forward", in, x).ok());
+    ASSERT_TRUE(copy->run("forward", in, y).ok());
+    ASSERT_EQ(x[0].nbytes(), y[0].nbytes());
+    EXPECT_EQ(std::memcmp(x[0].rawData(), y[0].rawData(), x[0].nbytes()), 0) << "forward logits " << when;
+    std::vector<std::vector<int32_t>> a, b;
+    ASSERT_TRUE(tfmdata::translateBatch(*trained, sources, o, a).ok());
+    ASSERT_TRUE(tfmdata::translateBatch(*copy, sources, o, b).ok());
+    EXPECT_EQ(a, b) << "translations " << when;
+  };
+  std::vector<tfmrt::Tensor> before;
+  ASSERT_TRUE(trained->run("forward", {batch[0], batch[1], batch[2]}, before).ok());
+  train(*trained, batch, 1, 3);
+  check("after 3 steps");
+  std::vector<tfmrt::Tensor> after;
+  ASSERT_TRUE(trained->run("forward", {batch[0], batch[1], batch[2]}, after).ok());
+  EXPECT_NE(std::memcmp(before[0].rawData(), after[0].rawData(), before[0].nbytes()), 0) << "the steps changed nothing";
+  train(*trained, batch, 4, 4);
+  check("after one more");
+  train(*trained, batch, 5, 6);
+  check("after two more");
 }
 
 // Training state (the Adam moments, as large as the weights twice) exists only where training
