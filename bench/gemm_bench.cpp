@@ -11,6 +11,7 @@
 // cycle through the caches as in translation, unlike the single-shape rows whose one weight stays
 // hot.
 // panel_bf16 rows: the same products compiled for bf16 (weight_layout packed_bf16).
+// weight_grad_NxK rows: training's weight gradients, tfmc's AVX2 kernel vs oneDNN (see below).
 // Compare the "panel" and "onednn" rows of one run only (machine noise: see README).
 #include <cstdint>
 #include <cstdlib>
@@ -138,6 +139,31 @@ void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Weight gradients dW [N, K] = dy^T x over R = 3000 rows (a small-spec batch's tokens): tfmc's
+// blocked AVX2 kernel (fast_weight_grad, AVX2 CPUs without AVX-512) vs oneDNN's gemm:jit with dy
+// read transposed. Shapes of the small spec's linears and its tied vocabulary projection.
+void runWeightGrad(benchmark::State &state, int64_t n, int64_t k, bool fast) {
+  const int64_t r = state.range(0);
+  bench::Builder f("weight_grad", "gemm_bench");
+  const uint32_t dy = f.input("dy", DType::F32, {-1, n}), x = f.input("x", DType::F32, {-1, k});
+  const uint32_t dw = f.op("tfm.weight_grad", {dy, x}, {n, k}, {});
+  tfmrt::RuntimeOptions options;
+  options.num_threads = 2;
+  options.fast_weight_grad = fast;
+  std::unique_ptr<tfmrt::Model> model;
+  tfmrt::Status st = tfmrt::Model::fromArtifact(f.finish(dw), options, model);
+  std::vector<tfmrt::Tensor> in{randomTensor({r, n}, 1), randomTensor({r, k}, 2)}, out;
+  if (st.ok()) st = model->run("forward", in, out);
+  if (!st.ok()) {
+    state.SkipWithError(st.message().c_str());
+    return;
+  }
+  for (auto _ : state)
+    if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(r) * double(n) * double(k) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
   // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM.
   // onednn_bf16: oneDNN's run-time-M bf16 gemm for every M (few_rows_gemm = false).
@@ -165,6 +191,16 @@ const int kRegistered = [] {
           ->Arg(128)
           ->Arg(256)
           ->Unit(benchmark::kMicrosecond);
+  const int64_t gradShapes[][2] = {{768, 256}, {256, 256}, {1024, 256}, {256, 1024}, {8000, 256}};
+  for (const auto &s : gradShapes)
+    for (bool fast : {true, false})
+      benchmark::RegisterBenchmark(("weight_grad_" + std::to_string(s[0]) + "x" + std::to_string(s[1]) +
+                                    (fast ? "/fast" : "/onednn"))
+                                       .c_str(),
+                                   [s, fast](benchmark::State &st) { runWeightGrad(st, s[0], s[1], fast); })
+          ->ArgName("R")
+          ->Arg(3000)
+          ->Unit(benchmark::kMillisecond);
   return 0;
 }();
 

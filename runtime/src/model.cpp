@@ -141,6 +141,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     info.layout = layout;
     info.device = device.get();
     info.fewRowsGemm = options.few_rows_gemm;
+    info.fastWeightGrad = options.fast_weight_grad;
     TFMRT_RETURN_IF_ERROR(withContext(where + " [" + kernel->name() + "]", kernel->prepare(info)));
     state.kernels.push_back(std::move(kernel));
     maxArity = std::max(maxArity, node.inputs.size() + node.outputs.size());

@@ -47,6 +47,9 @@ struct RuntimeOptions {
   // Dnnl backend, AVX-512 CPUs: products of <= 256 rows with a packed weight (the decoder's
   // per-step GEMMs) run on tfmc's panel GEMM; false = oneDNN at every size (for comparisons).
   bool few_rows_gemm = true;
+  // Dnnl backend, AVX2 CPUs without AVX-512: weight gradients (dW = dy^T x) run on tfmc's blocked
+  // kernel; false = oneDNN (for comparisons).
+  bool fast_weight_grad = true;
 };
 
 // Accumulated kernel time of one op kind in one entry under RuntimeOptions::profile.

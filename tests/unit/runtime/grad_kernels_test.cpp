@@ -1,9 +1,13 @@
 // The Dnnl backend's gradient kernels against their reference kernels (the reference kernels
 // themselves are checked end to end against PyTorch autograd by compiler_tests).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "kernels/attention/attention.h"
 #include "kernels/dropout_mask.h"
 #include "kernels/gemm/packed_gemm.h"
+#include "kernels/gemm/weight_grad.h"
 #include "test_util.h"
 
 namespace tfmrt::test {
@@ -18,8 +22,10 @@ class FastGradKernels : public ::testing::TestWithParam<GradShape> {};
 TEST_P(FastGradKernels, MatchReference) {
   const GradShape &s = GetParam();
   const Tensor dy = randomF32({s.batch, s.len, s.out}, 51), x = randomF32({s.batch, s.len, s.in}, 52);
-  // Sums over batch * len rows: float accumulation against the reference's double.
-  SingleOp("tfm.weight_grad", {{dy}, {x}}, {}).compare("dnnl.weight_grad", 2e-5, 1e-4);
+  // Sums over batch * len rows: float accumulation against the reference's double. On AVX2 CPUs
+  // without AVX-512 our blocked body replaces oneDNN's.
+  const bool avx2Body = !attention::cpuHasAvx512() && attention::cpuHasAvx2Fma();
+  SingleOp("tfm.weight_grad", {{dy}, {x}}, {}).compare(avx2Body ? "fast.weight_grad_avx2" : "dnnl.weight_grad", 2e-5, 1e-4);
   SingleOp("tfm.bias_grad", {{dy}}, {}).compare("fast.bias_grad", 2e-5, 1e-4);
   Tensor pre = randomF32({s.batch, s.len, s.out}, 53);
   if (pre.numel() > 1) pre.data<float>()[0] = 0.0f;  // relu'(0) = 0, as in PyTorch
@@ -82,6 +88,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FastGradKernels,
                            return "B" + std::to_string(s.batch) + "_L" + std::to_string(s.len) + "_K" +
                                   std::to_string(s.in) + "_N" + std::to_string(s.out);
                          });
+
+// The AVX2 weight-gradient body equals the plain fma chains bit for bit: tails of 1-5 dW rows and
+// 1-15 columns, one and several row chunks (K = 1030: 47 rows per chunk), and any split of the dW
+// rows (as between threads).
+TEST(WeightGradAvx2, EqualsTheReferenceBitForBit) {
+  if (!attention::cpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2 + FMA";
+  struct Case {
+    int64_t r, n, k;
+  };
+  for (const Case &c : {Case{1, 1, 1}, Case{3, 7, 5}, Case{17, 13, 33}, Case{300, 6, 16}, Case{300, 11, 40},
+                        Case{700, 20, 1030}, Case{5, 8000, 3}, Case{513, 64, 256}}) {
+    SCOPED_TRACE("R " + std::to_string(c.r) + " N " + std::to_string(c.n) + " K " + std::to_string(c.k));
+    const Tensor dy = randomF32({c.r, c.n}, 61), x = randomF32({c.r, c.k}, 62);
+    std::vector<float> expected(size_t(c.n * c.k)), got(size_t(c.n * c.k), -1.0f);
+    gemm::weightGradReference(dy.data<float>(), x.data<float>(), c.r, c.n, c.k, expected.data());
+    for (int64_t split : {c.n, int64_t(6), int64_t(1)}) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      for (int64_t n0 = 0; n0 < c.n; n0 += split)
+        gemm::weightGradRowsAvx2(dy.data<float>(), x.data<float>(), c.r, c.n, c.k, n0, std::min(c.n, n0 + split),
+                                 got.data());
+      ASSERT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0) << "rows split by " << split;
+    }
+    // The reference is the sum: against double, within float summation error.
+    for (int64_t n = 0; n < c.n; n += std::max<int64_t>(1, c.n / 7))
+      for (int64_t k = 0; k < c.k; k += std::max<int64_t>(1, c.k / 7)) {
+        double sum = 0, magnitude = 0;
+        for (int64_t r = 0; r < c.r; ++r) {
+          const double p = double(dy.data<float>()[r * c.n + n]) * double(x.data<float>()[r * c.k + k]);
+          sum += p;
+          magnitude += std::fabs(p);
+        }
+        EXPECT_NEAR(expected[size_t(n * c.k + k)], sum, 1.2e-7 * double(c.r) * magnitude) << n << ", " << k;
+      }
+  }
+}
 
 // No positions: the sums are zero (oneDNN is not asked to multiply empty matrices).
 TEST(FastGradKernels, EmptyRows) {
