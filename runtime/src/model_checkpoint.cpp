@@ -142,16 +142,11 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
         return refuse(cat("optimizer state '", st->name, "' is ", it->second.describe(), ", expected ",
                           dtypeName(st->dtype), shapeStr(st->shape)));
     }
-    if (!withTrainingState) {  // checked, not kept: training state starts over with the weights
-      Status s = setWeights(weights);
-      if (!s.ok()) return refuse(s.message());
-      step = parsed;
-      if (meta) *meta = std::map<std::string, std::string>(metadata.begin(), metadata.end());
-      return Status::OK();
-    }
-    TensorRefList current;  // the default session's training state tensors (allocated here)
-    trainingState(*impl_, current);
-    Status s = setWeights(weights, /*keepTrainingState=*/true);
+    // The default session's training state tensors (allocated here); without withTrainingState
+    // the file's are checked, not kept, and training state starts over with the weights.
+    TensorRefList current;
+    if (withTrainingState) trainingState(*impl_, current);
+    Status s = setWeights(weights, /*keepTrainingState=*/withTrainingState);
     if (!s.ok()) return refuse(s.message());
     std::lock_guard<std::mutex> lock(impl_->callMutex);  // no session runs while the moments change
     for (const auto &[name, t] : current)  // checked above: nothing can fail from here
