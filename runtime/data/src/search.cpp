@@ -889,40 +889,59 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
 int32_t Translator::sampleToken(const float *z, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
                                 int64_t position, const std::vector<uint64_t> *sentenceIds, int32_t sample) {
   const SearchOptions &o = options_;
-  // Candidates in probability order (ties: lower id), truncated to top-k and then top-p.
-  order_.resize(size_t(V));
-  std::iota(order_.begin(), order_.end(), 0);
-  order_.erase(std::remove_if(order_.begin(), order_.end(),
-                              [&](int32_t v) { return std::binary_search(banned.begin(), banned.end(), v); }),
-               order_.end());
-  if (order_.empty()) return o.eos;  // every token banned: end the sentence
-  const size_t k = o.topK > 0 ? std::min<size_t>(size_t(o.topK), order_.size()) : order_.size();
+  // The allowed tokens, in id order.
+  candidates_.resize(size_t(V));
+  std::iota(candidates_.begin(), candidates_.end(), 0);
+  candidates_.erase(std::remove_if(candidates_.begin(), candidates_.end(),
+                                   [&](int32_t v) { return std::binary_search(banned.begin(), banned.end(), v); }),
+                    candidates_.end());
+  if (candidates_.empty()) return o.eos;  // every token banned: end the sentence
+  // Which tokens are kept (top-k, then top-p) depends on the probability order (ties: lower id);
+  // the draw then walks the kept ones in id order, so two tokens of (nearly) equal probability that
+  // trade places under rounding -- cached vs full prefix, one kernel vs another -- cannot change
+  // the sample. `last` is the least likely kept token (-1: all are kept).
   auto higher = [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
-  std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), higher);
-  probs_.resize(k);
-  const double mx = double(z[order_[0]]);
-  double sum = 0;
-  for (size_t i = 0; i < k; ++i) sum += probs_[i] = std::exp((double(z[order_[i]]) - mx) / o.temperature);
-  size_t n = k;
-  if (o.topP < 1) {
-    double mass = 0;
-    for (size_t i = 0; i < k; ++i) {
-      mass += probs_[i] / sum;
-      if (mass >= o.topP) {
-        n = i + 1;
-        break;
+  int32_t last = -1;
+  double mx = -std::numeric_limits<double>::infinity();
+  const size_t k = o.topK > 0 ? std::min<size_t>(size_t(o.topK), candidates_.size()) : candidates_.size();
+  if (k < candidates_.size() || o.topP < 1) {
+    order_ = candidates_;
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), higher);
+    mx = double(z[order_[0]]);
+    size_t n = k;
+    if (o.topP < 1) {
+      probs_.resize(k);
+      double sum = 0;
+      for (size_t i = 0; i < k; ++i) sum += probs_[i] = std::exp((double(z[order_[i]]) - mx) / o.temperature);
+      double mass = 0;
+      for (size_t i = 0; i < k; ++i) {
+        mass += probs_[i] / sum;
+        if (mass >= o.topP) {
+          n = i + 1;
+          break;
+        }
       }
     }
+    if (n < candidates_.size()) last = order_[n - 1];
+  } else {
+    for (int32_t v : candidates_) mx = std::max(mx, double(z[v]));
   }
+  probs_.assign(candidates_.size(), 0.0);
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const int32_t v = candidates_[i];
+    if (last < 0 || v == last || higher(v, last)) total += probs_[i] = std::exp((double(z[v]) - mx) / o.temperature);
+  }
   const uint64_t id = sentenceIds ? (*sentenceIds)[size_t(sentence)] : uint64_t(sentence);
   double u = uniformDraw(sample == 0 ? o.seed : splitmix64(o.seed + uint64_t(sample)), id, position) * total;
-  for (size_t i = 0; i < n; ++i) {
+  int32_t lastKept = candidates_[0];
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (probs_[i] == 0) continue;
+    lastKept = candidates_[i];
     u -= probs_[i];
-    if (u < 0) return order_[i];
+    if (u < 0) return lastKept;
   }
-  return order_[n - 1];
+  return lastKept;  // u at the very top of the range (rounding)
 }
 
 Status translateBatch(tfmrt::Model &model, const std::vector<std::vector<int32_t>> &sources, const SearchOptions &options,

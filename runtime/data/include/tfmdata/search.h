@@ -163,7 +163,7 @@ private:
   Work work_;
   // Scratch reused across steps.
   std::vector<Candidate> cand_;
-  std::vector<int32_t> order_;
+  std::vector<int32_t> order_, candidates_;
   std::vector<std::vector<int32_t>> banned_;  // per row of the current call: tokens it may not emit
   std::vector<double> probs_, scores_;
   int threads_ = 1;  // the model's thread count, also for the search's own parallel loop
