@@ -45,11 +45,11 @@ Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape
   allocate(nbytes());
 }
 
-Tensor Tensor::largeBuffer(DType dtype, std::vector<int64_t> shape) {
+Tensor Tensor::largeBuffer(DType dtype, std::vector<int64_t> shape, Pages pages) {
   Tensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
-  t.allocate(t.nbytes(), /*hugePages=*/true);
+  t.allocate(t.nbytes(), pages == Pages::Huge ? Storage::HugeMapping : Storage::OnTouchMapping);
   return t;
 }
 
@@ -57,12 +57,12 @@ Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
-  t.allocate(t.nbytes(), /*hugePages=*/false, /*zero=*/false);
+  t.allocate(t.nbytes(), Storage::Heap, /*zero=*/false);
   return t;
 }
 
 Tensor::Tensor(const Tensor &o) : dtype(o.dtype), shape(o.shape) {
-  allocate(o.capacity_, /*hugePages=*/false, /*zero=*/false);  // every byte is copied
+  allocate(o.capacity_, Storage::Heap, /*zero=*/false);  // every byte is copied
   if (capacity_) std::memcpy(storage_, o.storage_, capacity_);
 }
 
@@ -110,17 +110,17 @@ void Tensor::release() {
   mapped_ = false;
 }
 
-void Tensor::allocate(size_t bytes, bool hugePages, bool zero) {
+void Tensor::allocate(size_t bytes, Storage storage, bool zero) {
   release();
   if (bytes == 0) return;
   // Long-lived buffers of hundreds of MB (activation arenas) go on 2 MiB pages where the kernel
   // allows it (THP in "madvise" mode, Debian's default): first touch of 4 KiB pages cost ~3 ms
   // per MB on a VM here (a 360 MB training arena took 1.05 s to zero, more than a whole step).
   // Not for every large tensor: buffers allocated per call got slower on huge pages (measured).
-  const bool huge = hugePages && bytes >= kHugePage;
-  const size_t align = huge ? kHugePage : kAlign;
+  const bool mapping = storage == Storage::OnTouchMapping || (storage == Storage::HugeMapping && bytes >= kHugePage);
+  const size_t align = mapping ? kHugePage : kAlign;
   size_t rounded = (bytes + align - 1) / align * align;
-  if (huge) {
+  if (mapping) {
     // A mapping of its own, aligned to 2 MiB: its pages are zero when first touched, so they are
     // neither populated nor cleared here (a K/V cache of 96 MB was zeroed twice, by the kernel
     // and by memset: 0.12-0.16 s of a 2.5 s translation).
@@ -131,7 +131,8 @@ void Tensor::allocate(size_t bytes, bool hugePages, bool zero) {
     const size_t head = begin - uintptr_t(raw), tail = len - head - rounded;
     if (head) ::munmap(raw, head);
     if (tail) ::munmap(reinterpret_cast<void *>(begin + rounded), tail);
-    if (!getenv("NOHUGE")) (void)madvise(reinterpret_cast<void *>(begin), rounded, MADV_HUGEPAGE);  // advice only: else 4 KiB pages
+    if (storage == Storage::HugeMapping && !getenv("NOHUGE"))
+      (void)madvise(reinterpret_cast<void *>(begin), rounded, MADV_HUGEPAGE);  // advice only: else 4 KiB pages
     storage_ = reinterpret_cast<uint8_t *>(begin);
     capacity_ = bytes;
     mapped_ = true;

@@ -31,10 +31,15 @@ struct Tensor {
   static Tensor f32(std::vector<int64_t> shape, const std::vector<float> &values = {});
   static Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values = {});
   static Tensor boolean(std::vector<int64_t> shape, const std::vector<uint8_t> &values = {});
-  // Zero-filled like Tensor(dtype, shape), on transparent huge pages where the kernel allows: for
-  // long-lived buffers of hundreds of MB (the runtime's activation arenas), whose first touch
-  // on 4 KiB pages is slow. Copies are ordinary tensors.
-  static Tensor largeBuffer(DType dtype, std::vector<int64_t> shape);
+  // How a largeBuffer's pages are mapped. Both are zero pages the kernel maps on first touch.
+  enum class Pages {
+    Huge,     // 2 MiB pages where the kernel allows: buffers that are used whole (activation arenas)
+    OnTouch,  // 4 KiB pages: buffers sized for the worst case of which a run may touch a part (K/V
+              // caches sized for the longest output): untouched pages cost nothing
+  };
+  // Zero-filled like Tensor(dtype, shape), in a mapping of its own: for long-lived buffers of
+  // hundreds of MB, whose first touch on 4 KiB heap pages is slow. Copies are ordinary tensors.
+  static Tensor largeBuffer(DType dtype, std::vector<int64_t> shape, Pages pages = Pages::Huge);
   // Storage for dtype x shape with unspecified contents: for loaders that overwrite every byte
   // (zeroing first would touch every page twice).
   static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
@@ -59,11 +64,12 @@ struct Tensor {
   std::string describe() const;  // "f32[2, 3]"
 
 private:
-  void allocate(size_t bytes, bool hugePages = false, bool zero = true);
+  enum class Storage { Heap, HugeMapping, OnTouchMapping };
+  void allocate(size_t bytes, Storage storage = Storage::Heap, bool zero = true);
   void release();
   uint8_t *storage_ = nullptr;
   size_t capacity_ = 0;
-  bool mapped_ = false;  // storage_ is an anonymous mapping of 2 MiB pages (largeBuffer)
+  bool mapped_ = false;  // storage_ is an anonymous mapping (largeBuffer), aligned to 2 MiB
 };
 
 // bfloat16 is the upper half of an f32: widening is exact; narrowing rounds to nearest, ties to
