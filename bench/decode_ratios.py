@@ -12,7 +12,8 @@ Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work coun
 spec's dims, --spec) and so the bound on the speed-up if both ran their GEMMs at the same rate.
 
 With --bf16-model (the same spec compiled with --precision=bf16), every round also translates
-with it (cached) and the bf16 / f32 speed-up and both BLEU scores are printed.
+with it (cached, right after the f32 cached run) and the bf16 / f32 speed-up (of the medians, and
+each round's own), both BLEU scores and how many translations differ are printed.
 """
 import argparse
 import os
@@ -104,7 +105,9 @@ def main():
             times = {True: [], False: [], "bf16": []}
             info = {}
             for r in range(args.rounds):
-                for cache in (True, False) + (("bf16",) if args.bf16_model else ()):
+                # bf16 right after the f32 cached run it is compared with, so each round's pair
+                # shares the machine's state.
+                for cache in (True,) + (("bf16",) if args.bf16_model else ()) + (False,):
                     out = os.path.join(tmp, f"b{beam}-{cache}.txt")
                     if cache == "bf16":
                         secs, calls, bleu = translate(args, beam, True, out, args.bf16_model)
@@ -132,7 +135,9 @@ def main():
             if args.bf16_model:
                 b = statistics.median(times["bf16"])
                 changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))
-                print(f"beam {beam}: bf16 cached {b:.2f} s vs f32 cached {c:.2f} s, speed-up {c / b:.2f}x; "
+                paired = sorted(x / y for x, y in zip(times[True], times["bf16"]))
+                print(f"beam {beam}: bf16 cached {b:.2f} s vs f32 cached {c:.2f} s, speed-up {c / b:.2f}x "
+                      f"(per round {paired[0]:.2f}-{paired[-1]:.2f}x, median {statistics.median(paired):.2f}x); "
                       f"BLEU {info['bf16'][1]:.2f} vs {info[True][1]:.2f}; {changed} of {n} translations differ; "
                       f"rounds {times['bf16']}")
     print(f"load average at end: {loadavg()}")
