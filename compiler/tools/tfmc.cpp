@@ -89,6 +89,7 @@ int main(int argc, char **argv) {
     std::printf("tfmc %s\n", tfmc::kVersion);
     return 0;
   }
+  const tfmc::LineAtomicStderr lineAtomicStderr;  // mpirun's ranks share one stderr
   std::string command = argv[1];
   if (!tfmc::isCommand(command)) {
     std::cerr << "tfmc: error: unknown command '" << command << "'\n\n" << kUsage;

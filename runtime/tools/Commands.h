@@ -3,10 +3,27 @@
 // returns the process exit code.
 #pragma once
 
+#include <streambuf>
 #include <string>
 #include <vector>
 
 namespace tfmc {
+
+// While alive, std::cerr writes each line with one write(2) once it ends (and a last unfinished
+// line at destruction). mpirun's ranks share one stderr, and a message written piece by piece
+// (std::cerr is unbuffered) interleaved with another rank's in mid-line. Lines written with
+// stdio (fputs, fprintf) are not affected.
+class LineAtomicStderr {
+public:
+  LineAtomicStderr();
+  ~LineAtomicStderr();
+  LineAtomicStderr(const LineAtomicStderr &) = delete;
+  LineAtomicStderr &operator=(const LineAtomicStderr &) = delete;
+
+private:
+  std::streambuf *buffer_;
+  std::streambuf *previous_;
+};
 
 // Flags are `--name=value` or `--name value`; positionals are everything else.
 struct CommandLine {
