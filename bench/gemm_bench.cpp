@@ -190,6 +190,8 @@ const int kRegistered = [] {
           ->Arg(32)
           ->Arg(128)
           ->Arg(256)
+          ->Arg(1024)
+          ->Arg(2048)
           ->Unit(benchmark::kMicrosecond);
   const int64_t gradShapes[][2] = {{768, 256}, {256, 256}, {1024, 256}, {256, 1024}, {8000, 256}};
   for (const auto &s : gradShapes)

@@ -70,6 +70,7 @@ struct KernelPrepareInfo {
   Layout layout = Layout::Plain;
   Device *device = nullptr;
   bool fewRowsGemm = true;  // RuntimeOptions::few_rows_gemm
+  bool inferenceEntry = true;  // no gradient, accumulation or optimizer op: weights fixed between calls
   bool fastWeightGrad = true;  // RuntimeOptions::fast_weight_grad
 };
 

@@ -87,6 +87,15 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   state.fn = &fn;
   state.knownBeforeRun = findKnownBeforeRun(fn);
   state.derived.resize(fn.values.size());
+  // Training entries (gradients, accumulation, Adam) change their weights every step: kernels
+  // keep derived copies of the weights for them only where it pays at every step.
+  bool inference = true;
+  for (const Node &node : fn.nodes) {
+    const std::string &op = node.op;
+    if (op == "tfm.adam_update" || op == "tfm.grad_accumulate" ||
+        (op.size() > 5 && op.compare(op.size() - 5, 5, "_grad") == 0))
+      inference = false;
+  }
   size_t maxArity = 0;
   std::vector<const Shape *> inShapes;
   for (size_t i = 0; i < fn.nodes.size(); ++i) {
@@ -141,6 +150,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     info.layout = layout;
     info.device = device.get();
     info.fewRowsGemm = options.few_rows_gemm;
+    info.inferenceEntry = inference;
     info.fastWeightGrad = options.fast_weight_grad;
     TFMRT_RETURN_IF_ERROR(withContext(where + " [" + kernel->name() + "]", kernel->prepare(info)));
     state.kernels.push_back(std::move(kernel));

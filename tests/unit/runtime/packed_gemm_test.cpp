@@ -232,7 +232,7 @@ TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
                                           {"w2", randomF32({200, 200}, 30 + version)}, {"b2", randomF32({200}, 40 + version)},
                                           {"e", randomF32({300, 200}, 50 + version)}};
     for (Model *model : {on.get(), on1.get(), off.get(), ref.get()}) ASSERT_OK(model->setWeights(weights));
-    for (int64_t m : {1, 6, 255, 256, 257, 600, 3}) {
+    for (int64_t m : {1, 6, 255, 256, 257, 600, 1024, 1025, 3}) {  // AVX-512 panels up to 1024 rows (inference)
       SCOPED_TRACE(::testing::Message() << "version " << version << ", M " << m);
       std::vector<Tensor> in{randomF32({m, 48}, uint64_t(m))}, a, a1, b, r;
       ASSERT_OK(on->run("forward", in, a));

@@ -17,11 +17,12 @@
 // accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
 // implementation) it is added by a vectorised loop after the GEMM.
 //
-// Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis): packed
-// kernels with an AVX-512 or AVX2 + FMA CPU run our own panel GEMM instead
+// Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis; up to
+// kFewRowsMaxAvx512 for the AVX-512 body): packed kernels with an AVX-512 or AVX2 + FMA CPU run
+// our own panel GEMM instead
 // (kernels/gemm/packed_gemm.h), on a second packed copy made on the first such call per weights
 // version (64-column panels for the AVX-512 body, 16 for the AVX2 one), so entries that never see
-// few rows (training) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
+// few rows (training at its usual batch sizes) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
 // product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
 //
 // packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM;
@@ -47,6 +48,17 @@ using namespace dnnl_names;
 enum class Activation { None, Relu, Gelu };
 
 constexpr int64_t kFewRowsMax = 256;
+// The f32 AVX-512 panel GEMM also beats oneDNN's run-time-M gemm up to 1024 rows (the encoder's
+// products in translation: a block of sentences, ~1000 rows). Zen 5, bench/gemm_bench.cpp at
+// M = 1024, panel vs oneDNN GFLOP/s: QKV 493/474, out projection 492/472, FFN in 502/430, FFN out
+// 490/476, vocabulary 491/480, base FFN in 496/444, base vocabulary 477/455; at 2048 rows oneDNN
+// wins on three of them. test_2016 greedy, 3 alternating rounds: encoder products 1.95 ->
+// 1.66-1.76 ms per decoder call, the run 0.73-0.79 -> 0.70-0.71 s, translations identical. Not
+// the AVX2 body (equal to oneDNN on a Zen 3) nor bf16 (oneDNN's bf16 kernel is faster past 256
+// rows on the out projection and FFN out: 826/860 vs 505/594).
+// Inference entries only: training's products at those sizes would re-pack the panels after every
+// Adam step (and the ~1000-row products the panel wins are translation's encoder).
+constexpr int64_t kFewRowsMaxAvx512 = 1024;
 
 class DnnlGemmKernel final : public Kernel {
 public:
@@ -104,6 +116,7 @@ public:
       avx512Panels_ = attention::cpuHasAvx512();
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && (avx512Panels_ || attention::cpuHasAvx2Fma());
       fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
+      fewRowsMax_ = avx512Panels_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
       if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
         memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
@@ -157,7 +170,7 @@ public:
       }
       return Status::OK();
     }
-    if (fewRows_ && m <= kFewRowsMax) {
+    if (fewRows_ && m <= fewRowsMax_) {
       runFewRows(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m,
                  k, n, a.weightsVersion);
       return Status::OK();
@@ -316,6 +329,7 @@ private:
   // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields), and
   // the bf16 path's per-call x pairs.
   bool fewRows_ = false, fewRowsBf16_ = false;
+  int64_t fewRowsMax_ = kFewRowsMax;  // f32 panel GEMM up to this many rows
   bool avx512Panels_ = false;  // else the AVX2 body (same bits)
   Tensor panels_, panelsBf16_;
   std::vector<uint32_t> xPairs_;
