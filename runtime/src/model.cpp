@@ -88,10 +88,12 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   state.knownBeforeRun = findKnownBeforeRun(fn);
   state.derived.resize(fn.values.size());
   // Training entries (gradients, accumulation, Adam) change their weights every step: kernels
-  // keep derived copies of the weights for them only where it pays at every step.
+  // keep derived copies of the weights for them only where it pays at every step. An entry that
+  // writes a parameter in place is a training step (see Model::run).
   bool inference = true;
   for (const Node &node : fn.nodes) {
     const std::string &op = node.op;
+    if (op == "tfm.adam_update") state.mutatesWeights = true;
     if (op == "tfm.adam_update" || op == "tfm.grad_accumulate" ||
         (op.size() > 5 && op.compare(op.size() - 5, 5, "_grad") == 0))
       inference = false;
@@ -130,8 +132,6 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     } else {
       state.runNodes.push_back(i);
     }
-    // Writes a parameter in place: the entry is a training step (see Model::run).
-    if (node.op == "tfm.adam_update") state.mutatesWeights = true;
 
     const Layout layout = nodeLayout(node);
     if (layout != Layout::Plain) TFMRT_RETURN_IF_ERROR(withContext(where, checkPackedWeight(fn, node, state.knownBeforeRun, layout)));
