@@ -1,11 +1,9 @@
 #include "tfmdata/search.h"
 
 #include "tfmdata/ensemble_mix.h"
+#include "tfmdata/row_top.h"
 
 #include <omp.h>
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -62,39 +60,10 @@ struct SentenceState {
 // masked as padding when the prefix is read back, so no search may emit it).
 struct RowTop {
   double lse = 0;
-  std::vector<std::pair<float, int32_t>> best;
+  std::vector<detail::ScoredToken> best;
 };
 
-// The largest of z[0..n) (NaN ignored; -inf if none), with SSE (x86-64's baseline): a single
-// `m = max(m, z[v])` chain is one dependent maxss per logit (GCC keeps a float reduction's
-// order, so `omp simd` left it scalar), which made this scan most of the beam search's time
-// (~10 us per 8000-logit row on a Zen 3).
-float blockMaximum(const float *z, int64_t n) {
-  float best = -std::numeric_limits<float>::infinity();
-  int64_t v = 0;
-#if defined(__SSE__)
-  // maxps(x, m) returns m where x is NaN, as the scalar loop below ignores NaN.
-  __m128 m0 = _mm_set1_ps(best), m1 = m0;
-  for (; v + 8 <= n; v += 8) {
-    m0 = _mm_max_ps(_mm_loadu_ps(z + v), m0);
-    m1 = _mm_max_ps(_mm_loadu_ps(z + v + 4), m1);
-  }
-  alignas(16) float lanes[4];
-  _mm_store_ps(lanes, _mm_max_ps(m0, m1));
-  for (float x : lanes) best = x > best ? x : best;
-#endif
-  for (; v < n; ++v) best = z[v] > best ? z[v] : best;
-  return best;
-}
-
-// log sum_v exp(z[v]) of a row of logits (the full-prefix decoder's).
-double rowLogSumExp(const float *z, int64_t V) {
-  float mx = z[0];
-  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, z[v]);
-  double sum = 0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - mx);
-  return double(mx) + std::log(sum);
-}
+using detail::rowLogSumExp;
 
 // `normalised`: z already holds log-probabilities (decode_step), so lse = 0.
 // `banned`: tokens not to keep (padding, BOS and the search constraints'), sorted. When they
@@ -102,30 +71,8 @@ double rowLogSumExp(const float *z, int64_t V) {
 void scoreRow(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned, int32_t fallback,
               bool normalised, RowTop &out) {
   out.lse = normalised ? 0.0 : rowLogSumExp(z, V);
-  // A small sorted buffer: V is large, keep is 2 x beam. Once it is full, a token enters only
-  // if it beats the worst kept value (ties: the lower id, already kept), one comparison each.
-  auto &best = out.best;
-  best.clear();
-  auto better = [](const std::pair<float, int32_t> &a, const std::pair<float, int32_t> &b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  float worst = -std::numeric_limits<float>::infinity();
-  bool full = false;
-  constexpr int64_t kBlock = 64;  // a block whose maximum cannot enter is skipped
-  for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
-    const int64_t v1 = std::min(V, v0 + kBlock);
-    if (full && !(blockMaximum(z + v0, v1 - v0) > worst)) continue;
-    for (int64_t v = v0; v < v1; ++v) {
-      if (full && !(z[v] > worst)) continue;
-      if (std::binary_search(banned.begin(), banned.end(), int32_t(v))) continue;
-      const std::pair<float, int32_t> c{z[v], int32_t(v)};
-      best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
-      if (best.size() > keep) best.pop_back();
-      full = best.size() == keep;
-      if (full) worst = best.back().first;
-    }
-  }
-  if (best.empty()) best.push_back({z[fallback], fallback});
+  detail::topTokens(z, V, keep, banned, out.best);
+  if (out.best.empty()) out.best.push_back({z[fallback], fallback});
 }
 
 // The tokens row `tokens` may not emit next (sorted, unique): padding and BOS always; </s>
@@ -198,7 +145,16 @@ struct SlotBuffers {
       src.resize(tfmrt::DType::I32, {slots, maxSource});
       std::fill(src.data<int32_t>(), src.data<int32_t>() + slots * maxSource, pad);
       values.resize(count ? count : encoded.size() - first);
-      for (Tensor &v : values) v.resize(tfmrt::DType::F32, {slots, maxSource, encoded[first].shape[2]});
+      // On 2 MiB pages mapped on first touch: the cached decoder's six buffers are ~30 MB for 128
+      // slots, and heap storage was populated and zeroed 4 KiB at a time (~10 ms, 1.5 % of a
+      // greedy test-set run). Kept across calls when large enough, as resize() keeps storage.
+      const std::vector<int64_t> shape{slots, maxSource, encoded[first].shape[2]};
+      for (Tensor &v : values) {
+        if (v.capacity() < size_t(slots * maxSource * shape[2]) * sizeof(float))
+          v = Tensor::largeBuffer(tfmrt::DType::F32, shape);
+        else
+          v.resize(tfmrt::DType::F32, shape);
+      }
       sized = true;
     }
     const int64_t S = block.shape[1];
