@@ -94,7 +94,8 @@ std::vector<tfmrt::Tensor> stepInputs(const Setup &s, int64_t batch, int64_t bea
   std::vector<int32_t> parents(static_cast<size_t>(R)), rows(static_cast<size_t>(R));
   for (int64_t r = 0; r < R; ++r) parents[r] = int32_t(r), rows[r] = int32_t(r / beam);
   std::vector<tfmrt::Tensor> in{tfmrt::Tensor::i32({R, 1}, randomIds(R, s.vocab, 11 + uint64_t(step))),
-                                tfmrt::Tensor::i32({}, {int32_t(step)}), tfmrt::Tensor::i32({R}, parents),
+                                tfmrt::Tensor::i32({R}, std::vector<int32_t>(size_t(R), int32_t(step))),
+                                tfmrt::Tensor::i32({R}, parents),
                                 tfmrt::Tensor::i32({R}, rows), s.src};
   for (size_t i = 1; i < s.encoded.size(); ++i) in.push_back(s.encoded[i]);
   return in;
