@@ -95,6 +95,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   if (options.bf16) fn.addPass(createLowerPrecision(LowerPrecisionOptions{report}));
   fn.addPass(mlir::createCanonicalizerPass());  // removes ops left dead by the rewrites
   fn.addPass(mlir::createCSEPass());
+  if (options.bf16) pm.addPass(createLowerKvPrecision(LowerKvPrecisionOptions{report}));
   if (failed(pm.run(*module))) return nullptr;
   return module;
 }

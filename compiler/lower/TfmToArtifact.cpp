@@ -208,13 +208,17 @@ private:
   FailureOr<uint32_t> stateIndex(tfm::StateOp state) {
     std::string name = state.getName().str();
     std::vector<int64_t> shape = shapeOf(state.getType());
+    FailureOr<tfmrt::DType> dtype = dtypeOf(state, state.getType());
+    if (failed(dtype)) return failure();
     for (size_t i = 0; i < artifact_.states.size(); ++i)
       if (artifact_.states[i].name == name) {
-        if (artifact_.states[i].shape != shape) return state.emitError() << "state '" << name << "' is used with two shapes";
+        if (artifact_.states[i].shape != shape || artifact_.states[i].dtype != *dtype)
+          return state.emitError() << "state '" << name << "' is used with two types";
         return uint32_t(i);
       }
     tfmrt::StateInfo info;
     info.name = name;
+    info.dtype = *dtype;
     info.shape = shape;
     artifact_.states.push_back(std::move(info));
     return uint32_t(artifact_.states.size() - 1);

@@ -124,8 +124,12 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
   };
   std::vector<EntryPlan> plans;
   int64_t cacheBytesPerPosition = 0, cacheTensors = 0;  // decode_step's K/V cache, per hypothesis and position
+  bool cacheBf16 = false;                                 // tfm-lower-kv-precision
   for (const auto &st : artifact.states)
-    if (!tfmrt::isStaticState(st)) cacheBytesPerPosition += st.shape.back() * 4, ++cacheTensors;
+    if (!tfmrt::isStaticState(st)) {
+      cacheBytesPerPosition += st.shape.back() * int64_t(tfmrt::dtypeSize(st.dtype)), ++cacheTensors;
+      cacheBf16 = cacheBf16 || st.dtype == tfmrt::DType::BF16;
+    }
   for (const auto &fn : artifact.functions) {
     if (artifact.usesDynamicState(fn)) continue;  // planned per session (reported below)
     EntryPlan p{fn.name, {}, tfmrt::Status::OK()};
@@ -168,9 +172,9 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     }
     if (cacheBytesPerPosition > 0) {
       const int64_t rows = c.batch * spec.decoding.beam_size, steps = spec.model.max_len;
-      std::printf("K/V cache of 'decode_step' (session state, %zu tensors): %lld bytes per hypothesis and position; "
+      std::printf("K/V cache of 'decode_step' (session state, %zu tensors%s): %lld bytes per hypothesis and position; "
                   "%.2f MiB at batch %lld x beam %lld x %lld positions\n",
-                  size_t(cacheTensors), (long long)cacheBytesPerPosition,
+                  size_t(cacheTensors), cacheBf16 ? ", bf16" : "", (long long)cacheBytesPerPosition,
                   double(cacheBytesPerPosition) * double(rows * steps) / 1048576.0, (long long)c.batch,
                   (long long)spec.decoding.beam_size, (long long)steps);
     }

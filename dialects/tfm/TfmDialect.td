@@ -41,6 +41,9 @@ class Tfm_Bool<int minRank, int maxRank = minRank> : Tfm_Tensor<[I1], "Bool", mi
 // A GEMM operand: f32, or bf16 (products accumulated and returned in f32).
 class Tfm_GemmOperand<int minRank, int maxRank = minRank>
     : Tfm_Tensor<[F32, BF16], "F32|BF16", minRank, maxRank>;
+// Attention keys and values of decoding (the K/V caches, the encoder's cross K/V): f32, or bf16
+// (tfm-lower-kv-precision; read as f32, scores and sums in f32).
+class Tfm_KV<int minRank, int maxRank = minRank> : Tfm_Tensor<[F32, BF16], "F32|BF16", minRank, maxRank>;
 
 // An i64 attribute in [lo, hi]; bounds are C++ double expressions (e.g. "::tfm::rules::kInf").
 class Tfm_IntIn<string lo, string hi>

@@ -38,7 +38,7 @@ def Tfm_ParamOp : Tfm_Op<"param", [Pure]> {
     uses and autodiff can find them by name. Names follow models/README.md.
   }];
   let arguments = (ins StrAttr:$name);
-  let results = (outs Tfm_F32Tensor:$result);
+  let results = (outs Tfm_KV<0, Tfm_MaxRank>:$result);  // bf16: a K/V cache under tfm-lower-kv-precision
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -238,7 +238,7 @@ def Tfm_FusedAttentionOp : Tfm_ExecOp<"fused_attention", "fusedAttention", [Pure
     `precision` "bf16" (tfm-lower-precision): the Q.K and P.V products take bf16 operands with f32
     accumulation; the softmax, its running max and sum and the output stay f32.
   }];
-  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_KV<3>:$k, Tfm_KV<3>:$v,
                        Tfm_Bool<2>:$key_keep, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        Tfm_Offset:$q_offset, Tfm_Offset:$k_offset, Tfm_Offset:$v_offset, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
@@ -308,7 +308,7 @@ def Tfm_StateOp : Tfm_Op<"state", [Pure]> {
     modify it; their results are the same state, so program order of the writes is data flow.
   }];
   let arguments = (ins StrAttr:$name);
-  let results = (outs Tfm_F32Tensor:$result);
+  let results = (outs Tfm_KV<0, Tfm_MaxRank>:$result);  // bf16: a K/V cache under tfm-lower-kv-precision
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -323,8 +323,8 @@ def Tfm_CacheReorderOp : Tfm_ExecOp<"cache_reorder", "cacheReorder", [MemoryEffe
     just entered the batch) copies nothing. Rows past R are left as they are (finished sentences
     drop out of the batch by being absent from parents). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32<3>:$cache, Tfm_I32<1>:$parents, Tfm_I32Positions:$step);
-  let results = (outs Tfm_F32Tensor:$result);
+  let arguments = (ins Tfm_KV<3>:$cache, Tfm_I32<1>:$parents, Tfm_I32Positions:$step);
+  let results = (outs Tfm_KV<3>:$result);
   let assemblyFormat = "$cache `,` $parents `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
@@ -335,16 +335,17 @@ def Tfm_CacheWriteOp : Tfm_ExecOp<"cache_write", "cacheWrite", [MemoryEffects<[M
     cache [Rc, Tc, D], update [R, 1, W] with R <= Rc and update_offset + D <= W, step: i32 in
     [0, Tc), a scalar or one per row ([R]). The columns are read in place, so a key or value
     written straight from a merged projection needs no slice (tfm-fuse-attention folds
-    tfm.slice_last into the offset). The result is the updated cache.
+    tfm.slice_last into the offset). A bf16 cache stores the update rounded to nearest (ties
+    to even). The result is the updated cache.
   }];
-  let arguments = (ins Tfm_F32<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Positions:$step,
+  let arguments = (ins Tfm_KV<3>:$cache, Tfm_F32<3>:$update, Tfm_I32Positions:$step,
                        DefaultValuedAttr<Tfm_Offset, "0">:$update_offset);
-  let results = (outs Tfm_F32Tensor:$result);
+  let results = (outs Tfm_KV<3>:$result);
   let assemblyFormat = "$cache `,` $update `,` $step attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [Pure]> {
+def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [Pure, AllElementTypesMatch<["k_cache", "v_cache"]>]> {
   let summary = "One query row per cache row over the cache's positions [0, step[r]]";
   let description = [{
     q [R, 1, Wq] (head h at columns q_offset + h * head_dim), k_cache and v_cache [Rc, Tc,
@@ -353,7 +354,7 @@ def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [P
     (decoder self-attention of the newest position, which is causal by construction),
     softmax(q k^T * scale) v per head.
   }];
-  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k_cache, Tfm_F32<3>:$v_cache,
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_KV<3>:$k_cache, Tfm_KV<3>:$v_cache,
                        Tfm_I32Positions:$step, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, F64Attr:$scale);
   let results = (outs Tfm_F32Tensor:$result);
@@ -362,7 +363,7 @@ def Tfm_CachedAttentionOp : Tfm_ExecOp<"cached_attention", "cachedAttention", [P
   }];
 }
 
-def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttention", [Pure]> {
+def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttention", [Pure, AllElementTypesMatch<["k", "v"]>]> {
   let summary = "One query row attending to the keys of another batch's row rows[r]";
   let description = [{
     q [R, 1, Wq], k [N, S, Wk], v [N, S, Wv], key_keep [N, S] i1, rows [R] i32 in [0, N)
@@ -371,7 +372,7 @@ def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttentio
     shares one copy of K and V per sentence). Heads are read in place at the offsets, as in
     tfm.fused_attention; a fully masked row gives zeros.
   }];
-  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_KV<3>:$k, Tfm_KV<3>:$v,
                        Tfm_Bool<2>:$key_keep, Tfm_I32<1>:$rows, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, DefaultValuedAttr<Tfm_Offset, "0">:$k_offset,
                        DefaultValuedAttr<Tfm_Offset, "0">:$v_offset, F64Attr:$scale);
@@ -379,6 +380,17 @@ def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttentio
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $key_keep `,` $rows attr-dict `:` functional-type(operands, results)
   }];
+}
+
+def Tfm_ToBf16Op : Tfm_ExecOp<"to_bf16", "sameAsFirst", [Pure]> {
+  let summary = "f32 -> bf16, rounded to nearest (ties to even)";
+  let description = [{
+    `encode`'s cross-attention keys and values under tfm-lower-kv-precision: stored, copied into
+    the translator's slots and read by tfm.gathered_attention at half the bytes.
+  }];
+  let arguments = (ins Tfm_F32<0, Tfm_MaxRank>:$input);
+  let results = (outs Tfm_Tensor<[BF16], "BF16", 0, Tfm_MaxRank>:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
 def Tfm_AddPositionAtOp : Tfm_ExecOp<"add_position_at", "addPositionAt", [Pure]> {

@@ -35,6 +35,13 @@ Type elementType(MLIRContext *context, rules::ElementType t) {
   return {};
 }
 
+// The result's element type: the rule's, or (a result tied to an operand) that operand's.
+Type resultElementType(MLIRContext *context, const rules::OpRule &rule, TypeRange operands) {
+  if (rule.resultTypeOperand >= 0 && size_t(rule.resultTypeOperand) < operands.size())
+    if (auto t = dyn_cast<ShapedType>(operands[size_t(rule.resultTypeOperand)])) return t.getElementType();
+  return elementType(context, rule.resultType);
+}
+
 // An MLIR attribute as the rules see it; false for attribute kinds no rule uses.
 bool toAttrValue(Attribute attr, rules::AttrValue &out) {
   if (auto b = dyn_cast<BoolAttr>(attr)) {
@@ -131,7 +138,7 @@ LogicalResult inferFromRules(MLIRContext *context, std::optional<Location> locat
   rules::Dims result;
   std::string err = applyRules(*rule, operands.getTypes(), lookup, dims, result);
   if (!err.empty()) return emitOptionalError(location, "'", opName, "' op ", err);
-  inferred.push_back(RankedTensorType::get(fromDims(result), elementType(context, rule->resultType)));
+  inferred.push_back(RankedTensorType::get(fromDims(result), resultElementType(context, *rule, operands.getTypes())));
   return success();
 }
 
@@ -147,9 +154,9 @@ LogicalResult verifyWithRules(Operation *op) {
   std::string err = applyRules(*rule, op->getOperandTypes(), lookup, dims, inferred);
   if (!err.empty()) return op->emitOpError(err);
   auto declared = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!declared || declared.getElementType() != elementType(op->getContext(), rule->resultType))
-    return op->emitOpError() << "result must be a ranked tensor of " << rules::elementTypeName(rule->resultType)
-                             << ", got " << op->getResult(0).getType();
+  const Type want = resultElementType(op->getContext(), *rule, op->getOperandTypes());
+  if (!declared || declared.getElementType() != want)
+    return op->emitOpError() << "result must be a ranked tensor of " << want << ", got " << op->getResult(0).getType();
   const rules::Dims declaredDims = toDims(declared.getShape());
   if (!rules::shapesCompatible(declaredDims, inferred))
     return op->emitOpError() << "result shape " << rules::dimsStr(declaredDims) << " does not match the inferred "

@@ -157,7 +157,7 @@ Status validateArtifact(const Artifact &a) {
     std::string what = cat("state ", i, " ('", st.name, "')");
     if (st.name.empty()) return invalidArgument(cat("state ", i, " has an empty name"));
     if (!snames.insert(st.name).second) return invalidArgument(cat(what, ": duplicate state name"));
-    if (uint8_t(st.dtype) > uint8_t(DType::Bool)) return invalidArgument(cat(what, ": unknown dtype ", int(st.dtype)));
+    if (uint8_t(st.dtype) > uint8_t(DType::BF16)) return invalidArgument(cat(what, ": unknown dtype ", int(st.dtype)));
     if (st.shape.empty() || st.shape.size() > kMaxRank)
       return invalidArgument(cat(what, ": rank ", st.shape.size(), " is outside [1, ", kMaxRank, "]"));
     for (int64_t d : st.shape)

@@ -76,8 +76,9 @@ Status verifyNodeSchema(const EntryFunction &fn, const Node &node) {
   err = rules::checkSameElementType(*s, elementTypes);
   if (!err.empty()) return invalidArgument(err);
   const ValueInfo &r = fn.values[node.outputs[0]];
-  if (r.dtype != toDType(s->resultType))
-    return invalidArgument(cat("result '", r.name, "' must be ", dtypeName(toDType(s->resultType)), ", got ", dtypeName(r.dtype)));
+  const DType want = toDType(rules::resultElementType(*s, elementTypes));
+  if (r.dtype != want)
+    return invalidArgument(cat("result '", r.name, "' must be ", dtypeName(want), ", got ", dtypeName(r.dtype)));
   for (const auto &[name, a] : node.attrs) {
     const rules::AttrRule *spec = rules::findAttr(*s, name);
     if (!spec) {

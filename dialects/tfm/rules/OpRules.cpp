@@ -53,6 +53,12 @@ std::string checkSameElementType(const OpRule &op, const std::vector<ElementType
   return "";
 }
 
+ElementType resultElementType(const OpRule &op, const std::vector<ElementType> &operandTypes) {
+  if (op.resultTypeOperand >= 0 && size_t(op.resultTypeOperand) < operandTypes.size())
+    return operandTypes[size_t(op.resultTypeOperand)];
+  return op.resultType;
+}
+
 const char *attrKindName(AttrKind k) {
   switch (k) {
   case AttrKind::Int: return "Int";

@@ -80,7 +80,13 @@ struct OpRule {
   // Operands that must share one element type (ODS's AllElementTypesMatch), e.g. a GEMM's two
   // operands, both f32 or both bf16.
   std::vector<const char *> sameElementType;
+  // >= 0: the result's element type is this operand's (a result of several element types tied to
+  // an operand by AllTypesMatch, e.g. a cache op's f32 or bf16 cache); resultType is then unused.
+  int resultTypeOperand = -1;
 };
+
+// The element type of op's result for these operand element types (operand order).
+ElementType resultElementType(const OpRule &op, const std::vector<ElementType> &operandTypes);
 
 // "" if the operands named in op.sameElementType (given as their element types, in operand order)
 // agree.

@@ -134,7 +134,26 @@ bool emitOpRules(raw_ostream &os, RecordKeeper &records) {
       os << (i ? ", " : "") << "{\"" << operand.name << "\", " << type << ", " << t->getValueAsInt("tfmMinRank") << ", "
          << t->getValueAsInt("tfmMaxRank") << ", " << arity << "}";
     }
-    os << "},\n     " << elementTypes(op.getResult(0).constraint.getDef(), name, "the result", false) << ",\n     {";
+    // A result of several element types takes one operand's: the operand AllTypesMatch ties it to.
+    int resultTypeOperand = -1;
+    const Record &resultConstraint = op.getResult(0).constraint.getDef();
+    if (typeDef(resultConstraint)->getValueAsString("tfmDtype").contains('|')) {
+      const std::string resultName = op.getResultName(0).str();
+      for (Record *trait : def->getValueAsListOfDefs("traits")) {
+        if (!trait->isSubClassOf("AllTypesMatch")) continue;
+        std::vector<StringRef> names = trait->getValueAsListOfStrings("values");
+        if (llvm::find(names, resultName) == names.end()) continue;
+        for (StringRef n : names)
+          for (int i = 0; i < op.getNumOperands(); ++i)
+            if (resultTypeOperand < 0 && op.getOperand(i).name == n) resultTypeOperand = i;
+      }
+      if (resultTypeOperand < 0)
+        PrintFatalError(op.getLoc(), name + ": a result of several element types must share AllTypesMatch with an operand");
+    }
+    const std::string resultType = resultTypeOperand >= 0
+                                       ? "ElementType::" + typeDef(resultConstraint)->getValueAsString("tfmDtype").split('|').first.str()
+                                       : elementTypes(resultConstraint, name, "the result", false);
+    os << "},\n     " << resultType << ",\n     {";
     bool first = true;
     for (const auto &named : op.getAttributes()) {
       if (named.attr.isDerivedAttr()) continue;
@@ -151,7 +170,7 @@ bool emitOpRules(raw_ostream &os, RecordKeeper &records) {
           os << (firstSame ? "" : ", ") << "\"" << operand << "\"";
           firstSame = false;
         }
-    os << "}},\n";
+    os << "}, " << resultTypeOperand << "},\n";
   }
   os << "  };\n}\n";
   return false;

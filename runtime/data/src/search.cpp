@@ -148,12 +148,15 @@ struct SlotBuffers {
       // On 2 MiB pages mapped on first touch: the cached decoder's six buffers are ~30 MB for 128
       // slots, and heap storage was populated and zeroed 4 KiB at a time (~10 ms, 1.5 % of a
       // greedy test-set run). Kept across calls when large enough, as resize() keeps storage.
-      const std::vector<int64_t> shape{slots, maxSource, encoded[first].shape[2]};
-      for (Tensor &v : values) {
-        if (v.capacity() < size_t(slots * maxSource * shape[2]) * sizeof(float))
-          v = Tensor::largeBuffer(tfmrt::DType::F32, shape);
+      // The element type is encode's: f32, or bf16 cross K/V (tfm-lower-kv-precision).
+      for (size_t i = 0; i < values.size(); ++i) {
+        Tensor &v = values[i];
+        const tfmrt::DType dtype = encoded[first + i].dtype;
+        const std::vector<int64_t> shape{slots, maxSource, encoded[first + i].shape[2]};
+        if (v.capacity() < size_t(slots * maxSource * shape[2]) * tfmrt::dtypeSize(dtype))
+          v = Tensor::largeBuffer(dtype, shape);
         else
-          v.resize(tfmrt::DType::F32, shape);
+          v.resize(dtype, shape);
       }
       sized = true;
     }
@@ -165,11 +168,12 @@ struct SlotBuffers {
       std::fill(row + S, row + maxSource, pad);
       for (size_t v = 0; v < values.size(); ++v) {
         const int64_t D = values[v].shape[2];
-        float *dst = values[v].data<float>() + slot * maxSource * D;
+        const size_t elem = tfmrt::dtypeSize(values[v].dtype);
+        uint8_t *dst = values[v].data<uint8_t>() + size_t(slot * maxSource * D) * elem;
         // Positions [S, maxSource) keep an earlier sentence's values (zeros at first): masked by
         // `src`, so never attended to, and finite (weighed by 0, never 0 * NaN). Re-filling them
         // with zeros wrote most of each admission's bytes.
-        std::memcpy(dst, encoded[first + v].data<float>() + r * S * D, size_t(S * D) * sizeof(float));
+        std::memcpy(dst, encoded[first + v].data<uint8_t>() + size_t(r * S * D) * elem, size_t(S * D) * elem);
       }
     }
   }

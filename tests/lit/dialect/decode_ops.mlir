@@ -56,3 +56,23 @@ func.func @accumulate(%g: tensor<4x8xf32>, %w: tensor<f32>, %reset: tensor<i32>)
   %0 = tfm.grad_accumulate %acc, %g, %w, %reset : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
   return
 }
+
+// bf16 keys and values (tfm-lower-kv-precision): a bf16 cache chain, bf16 cross K/V, and
+// tfm.to_bf16; the cache ops' results take the cache's element type.
+// CHECK-LABEL: func.func @bf16_kv
+func.func @bf16_kv(%x: tensor<?x1x8xf32>, %step: tensor<?xi32>, %parents: tensor<?xi32>, %rows: tensor<?xi32>,
+                   %mem: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>) -> tensor<?x1x8xf32> {
+  // CHECK: tfm.state "dec.v_cache" : tensor<?x?x8xbf16>
+  %c0 = tfm.state "dec.v_cache" : tensor<?x?x8xbf16>
+  // CHECK: tfm.cache_reorder {{.*}} -> tensor<?x?x8xbf16>
+  %c1 = tfm.cache_reorder %c0, %parents, %step : (tensor<?x?x8xbf16>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x?x8xbf16>
+  // CHECK: tfm.cache_write {{.*}} : (tensor<?x?x8xbf16>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xbf16>
+  %c2 = tfm.cache_write %c1, %x, %step : (tensor<?x?x8xbf16>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xbf16>
+  // CHECK: tfm.cached_attention {{.*}} : (tensor<?x1x8xf32>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %a = tfm.cached_attention %x, %c2, %c2, %step {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  // CHECK: tfm.to_bf16 %{{.*}} : (tensor<?x?x8xf32>) -> tensor<?x?x8xbf16>
+  %kv = tfm.to_bf16 %mem : (tensor<?x?x8xf32>) -> tensor<?x?x8xbf16>
+  // CHECK: tfm.gathered_attention {{.*}} : (tensor<?x1x8xf32>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %g = tfm.gathered_attention %a, %kv, %kv, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xbf16>, tensor<?x?x8xbf16>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  return %g : tensor<?x1x8xf32>
+}

@@ -712,3 +712,33 @@ func.func @accumulate_wrong_shape(%g: tensor<4x9xf32>, %w: tensor<f32>, %reset: 
   %0 = tfm.grad_accumulate %acc, %g, %w, %reset : (tensor<4x8xf32>, tensor<4x9xf32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
   return
 }
+
+// -----
+func.func @gathered_kv_mixed(%q: tensor<?x1x8xf32>, %k: tensor<?x?x8xbf16>, %v: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>, %rows: tensor<?xi32>) {
+  // expected-error @+1 {{all of {k, v} have same element type}}
+  %0 = tfm.gathered_attention %q, %k, %v, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xbf16>, tensor<?x?x8xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_result_type(%u: tensor<?x1x8xf32>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x8xbf16>
+  // expected-error @+1 {{all of {cache, result} have same type}}
+  %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xbf16>, tensor<?x1x8xf32>, tensor<i32>) -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+func.func @cache_write_bf16_update(%u: tensor<?x1x8xbf16>, %s: tensor<i32>) {
+  %c = tfm.state "k" : tensor<?x?x8xbf16>
+  // expected-error @+1 {{operand #1 must be rank 3 tensor of 32-bit float values}}
+  %0 = tfm.cache_write %c, %u, %s : (tensor<?x?x8xbf16>, tensor<?x1x8xbf16>, tensor<i32>) -> tensor<?x?x8xbf16>
+  return
+}
+
+// -----
+func.func @to_bf16_from_bf16(%x: tensor<4xbf16>) {
+  // expected-error @+1 {{operand #0 must be rank 0..8 tensor of 32-bit float values}}
+  %0 = tfm.to_bf16 %x : (tensor<4xbf16>) -> tensor<4xbf16>
+  return
+}

@@ -609,5 +609,115 @@ TEST(SessionState, ArtifactRulesForState) {
   }
 }
 
+
+// bf16 keys and values (tfm-lower-kv-precision). `t` rounded to bf16, and the same values as f32
+// (exact: bf16 widens to f32 without loss).
+Tensor asBf16(const Tensor &t) { return Tensor::bf16(t.shape, std::vector<float>(t.data<float>(), t.data<float>() + t.numel())); }
+Tensor widened(const Tensor &b) {
+  Tensor out(DType::F32, b.shape);
+  for (int64_t i = 0; i < b.numel(); ++i) out.data<float>()[i] = bf16ToFloat(b.data<uint16_t>()[i]);
+  return out;
+}
+
+// With bf16 keys and values the step attentions compute what they compute on those values
+// widened to f32: fast (the AVX-512 all-heads body where the CPU has it, else per (row, head)) and
+// reference against the f32 kernels on the widened values, head_dim 64 and 32, masked keys in
+// the gathered one.
+TEST(Bf16KeysAndValues, StepAttentionEqualsF32OnTheWidenedValues) {
+  for (int64_t dk : {64, 32}) {
+    SCOPED_TRACE(dk);
+    const int64_t R = 6, N = 3, S = 21, H = 4, D = H * dk, Tc = 19;
+    Tensor q = randomF32({R, 1, D}, 41);
+    Tensor kb = asBf16(randomF32({N, S, D}, 42)), vb = asBf16(randomF32({N, S, D}, 43));
+    std::vector<uint8_t> keepBits(size_t(N * S), 1);
+    for (int64_t s : {2, 16, 17, 20}) keepBits[size_t(S + s)] = 0;
+    for (int64_t s = 9; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;
+    Tensor keep = Tensor::boolean({N, S}, keepBits), rows = Tensor::i32({R}, {2, 0, 1, 1, 2, 0});
+    Attrs attrs = stepAttrs(H, dk);
+    attrs["k_offset"] = AttrValue::ofInt(0);
+    attrs["v_offset"] = AttrValue::ofInt(0);
+    SingleOp gathered("tfm.gathered_attention", {{q}, {kb}, {vb}, {keep}, {rows}}, attrs);
+    SingleOp gatheredF32("tfm.gathered_attention", {{q}, {widened(kb)}, {widened(vb)}, {keep}, {rows}}, attrs);
+    Tensor ck = asBf16(randomF32({R, Tc, D}, 44)), cv = asBf16(randomF32({R, Tc, D}, 45));
+    Tensor steps = Tensor::i32({R}, {0, 5, 18, 16, 1, 11});
+    SingleOp cached("tfm.cached_attention", {{q}, {ck}, {cv}, {steps}}, stepAttrs(H, dk));
+    SingleOp cachedF32("tfm.cached_attention", {{q}, {widened(ck)}, {widened(cv)}, {steps}}, stepAttrs(H, dk));
+    for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+      EXPECT_TRUE(allClose(gathered.run(backend), gatheredF32.run(KernelBackend::Reference), 1e-5, 1e-4));
+      EXPECT_TRUE(allClose(cached.run(backend), cachedF32.run(KernelBackend::Reference), 1e-5, 1e-4));
+    }
+  }
+}
+
+// tfm.to_bf16 rounds to nearest, ties to even, on both backends: exact halfway cases both ways,
+// values just past halfway, a negative, a large finite value (3e38: the rounding carries into
+// the exponent), NaN (stays NaN), signed zeros, and a tensor long enough for the fast kernel's
+// chunks and threads.
+TEST(Bf16KeysAndValues, ToBf16RoundsToNearestEven) {
+  const float tieDown = 1.0f + 0x1p-8f, tieUp = 1.0f + 3 * 0x1p-8f, past = 1.0f + 0x1p-8f + 0x1p-20f;
+  std::vector<float> x{tieDown, tieUp, past, -tieUp, 3.0e38f, std::nanf(""), 0.0f, -0.0f};
+  const std::vector<uint16_t> want{0x3F80, 0x3F82, 0x3F81, 0xBF82, 0x7F62, 0, 0x0000, 0x8000};
+  Tensor big = randomF32({3, 40001}, 46);
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    SingleOp small("tfm.to_bf16", {{Tensor::f32({int64_t(x.size())}, x)}}, {}, DType::BF16);
+    Tensor y = small.run(backend);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) EXPECT_TRUE(std::isnan(bf16ToFloat(y.data<uint16_t>()[i])));
+      else EXPECT_EQ(y.data<uint16_t>()[i], want[i]) << i;
+    }
+    SingleOp many("tfm.to_bf16", {{big}}, {}, DType::BF16);
+    Tensor z = many.run(backend);
+    for (int64_t i = 0; i < big.numel(); ++i) ASSERT_EQ(z.data<uint16_t>()[i], floatToBf16(big.data<float>()[i])) << i;
+  }
+}
+
+// A bf16 cache in session state: tfm.cache_write stores each row rounded to bf16, and
+// tfm.cache_reorder moves bf16 rows like a beam (both backends).
+TEST(Bf16KeysAndValues, CacheWriteRoundsAndReorderMovesBf16Rows) {
+  const int64_t D = 6;
+  Artifact a;
+  a.modelName = "cache";
+  FunctionBuilder f(a, "step");
+  uint32_t update = f.input("update", DType::F32, {kDyn, 1, D});
+  uint32_t parents = f.input("parents", DType::I32, {kDyn});
+  uint32_t step = f.input("step", DType::I32, {kDyn});
+  uint32_t cache = f.state("cache", {kDyn, kDyn, D}, DType::BF16);
+  f.inPlace("tfm.cache_reorder", {cache, parents, step}, cache);
+  f.inPlace("tfm.cache_write", {cache, update, step}, cache);
+  // The cache is read back with Session::state; the entry returns its update.
+  f.output(f.op("tfm.scale", {update}, DType::F32, {kDyn, 1, D}, {{"factor", AttrValue::ofFloat(1.0)}}));
+  f.finish();
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    SCOPED_TRACE(int(backend));
+    auto model = loadModel(a, backend);
+    ASSERT_TRUE(model);
+    std::unique_ptr<Session> s;
+    ASSERT_TRUE(Session::create(*model, s).ok());
+    ASSERT_TRUE(s->bindStates({3, 4}).ok());
+    EXPECT_EQ(s->stateBytes(), 3 * 4 * D * 2);
+    std::vector<Tensor> out;
+    // Step 0: rows 0..2 write 1/3, 2/3, 1 (+ column j / 1000): values bf16 cannot hold exactly.
+    std::vector<float> upd;
+    for (int r = 0; r < 3; ++r)
+      for (int j = 0; j < D; ++j) upd.push_back(float(r + 1) / 3.0f + float(j) / 1000.0f);
+    ASSERT_OK(s->run("step", {Tensor::f32({3, 1, D}, upd), Tensor::i32({3}, {0, 1, 2}), Tensor::i32({3}, {0, 0, 0})}, out));
+    // Step 1: row 0 continues row 2, row 1 row 0, row 2 row 2; each writes -(r + 1) at position 1.
+    std::vector<float> upd2;
+    for (int r = 0; r < 3; ++r)
+      for (int j = 0; j < D; ++j) upd2.push_back(-float(r + 1));
+    ASSERT_OK(s->run("step", {Tensor::f32({3, 1, D}, upd2), Tensor::i32({3}, {2, 0, 2}), Tensor::i32({3}, {1, 1, 1})}, out));
+    const Tensor *state = s->state("cache");
+    ASSERT_NE(state, nullptr);
+    ASSERT_EQ(state->dtype, DType::BF16);
+    const uint16_t *c = state->data<uint16_t>();
+    const int from[3] = {2, 0, 2};
+    for (int r = 0; r < 3; ++r)
+      for (int j = 0; j < D; ++j) {
+        EXPECT_EQ(c[(r * 4 + 0) * D + j], floatToBf16(upd[size_t(from[r] * D + j)])) << r << " " << j;
+        EXPECT_EQ(bf16ToFloat(c[(r * 4 + 1) * D + j]), -float(r + 1)) << r << " " << j;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace tfmrt::test

@@ -101,15 +101,17 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
   }
   // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last,
   // last_position + 10 gradient ops + lr_schedule, adam_update, grad_accumulate + cache_reorder, cache_write,
-  // cached_attention, gathered_attention, add_position_at + log_softmax
-  EXPECT_EQ(opSchemas().size(), 42u);
+  // cached_attention, gathered_attention, add_position_at, to_bf16 + log_softmax
+  EXPECT_EQ(opSchemas().size(), 43u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {
   const KernelRegistry &r = KernelRegistry::builtin();
   for (const char *op : {"tfm.matmul", "tfm.batch_matmul", "tfm.softmax", "tfm.layer_norm", "tfm.cached_attention",
-                         "tfm.gathered_attention", "tfm.log_softmax", "tfm.cache_write", "tfm.cache_reorder"})
+                         "tfm.gathered_attention", "tfm.log_softmax", "tfm.cache_write", "tfm.cache_reorder", "tfm.to_bf16"})
     EXPECT_NE(r.find({op, DType::F32, Layout::Plain, KernelBackend::Dnnl}), nullptr) << op;
+  for (const char *op : {"tfm.cache_write", "tfm.cache_reorder"})  // bf16 caches
+    EXPECT_NE(r.find({op, DType::BF16, Layout::Plain, KernelBackend::Dnnl}), nullptr) << op;
 }
 
 // --- load-time checks name the node index, op and loc --------------------------------------

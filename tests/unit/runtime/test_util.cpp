@@ -34,11 +34,11 @@ uint32_t FunctionBuilder::input(const std::string &name, DType dtype, Shape shap
   return id;
 }
 
-uint32_t FunctionBuilder::state(const std::string &name, Shape shape) {
+uint32_t FunctionBuilder::state(const std::string &name, Shape shape, DType dtype) {
   uint32_t index = 0;
   while (index < artifact_.states.size() && artifact_.states[index].name != name) ++index;
-  if (index == artifact_.states.size()) artifact_.states.push_back({name, DType::F32, shape});
-  return addValue(name, ValueKind::State, DType::F32, std::move(shape), index);
+  if (index == artifact_.states.size()) artifact_.states.push_back({name, dtype, shape});
+  return addValue(name, ValueKind::State, dtype, std::move(shape), index);
 }
 
 void FunctionBuilder::inPlace(const std::string &op, std::vector<uint32_t> operands, uint32_t stateValue, Attrs attrs) {

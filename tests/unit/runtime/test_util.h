@@ -27,7 +27,7 @@ public:
   uint32_t param(const std::string &name, Shape shape, ParamInit init = ParamInit::XavierUniform);
   uint32_t constant(const std::string &name, const Tensor &data);
   // Session state `name` (added to the artifact's states if new).
-  uint32_t state(const std::string &name, Shape shape);
+  uint32_t state(const std::string &name, Shape shape, DType dtype = DType::F32);
   // A node updating state `stateValue` in place (its result is the state value itself).
   void inPlace(const std::string &op, std::vector<uint32_t> operands, uint32_t stateValue, Attrs attrs = {});
   // Each node gets loc "test.yaml:<node index + 1>:3".

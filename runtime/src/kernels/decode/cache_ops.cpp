@@ -1,4 +1,4 @@
-// Fast tfm.cache_write and tfm.cache_reorder (see cache_ops.h). Why threads for a copy: each
+// Fast tfm.cache_write and tfm.cache_reorder (f32 or bf16 caches) and tfm.to_bf16 (see cache_ops.h). Why threads for a copy: each
 // row's destination is a cold 1 KB run at its own position, 128 KB from the next row's (small
 // spec), so one thread waits on one row's misses at a time. On test_2016 greedy (128 rows, a
 // 2-core Zen 3, 3 alternating rounds of --profile) the serial cache_write took 0.30-1.54 ms per
@@ -23,12 +23,37 @@ public:
   const char *name() const override { return "fast.cache_write"; }
   Status prepare(const KernelPrepareInfo &info) override {
     offset_ = attrInt(*info.node, "update_offset");
+    avx512Bf16_ = gemm::cpuHasAvx512Bf16();
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override { return decode::writeCacheRows(a, offset_, kParallelFloats); }
+  Status run(const KernelArgs &a) override { return decode::writeCacheRows(a, offset_, kParallelFloats, avx512Bf16_); }
 
 private:
   int64_t offset_ = 0;
+  bool avx512Bf16_ = false;
+};
+
+// tfm.to_bf16 (encode's cross K/V under tfm-lower-kv-precision): chunks over the threads, each
+// converted with AVX512-BF16 where the CPU has it.
+class FastToBf16 final : public Kernel {
+public:
+  const char *name() const override { return avx512Bf16_ ? "fast.to_bf16_avx512bf16" : "fast.to_bf16"; }
+  Status prepare(const KernelPrepareInfo &) override {
+    avx512Bf16_ = gemm::cpuHasAvx512Bf16();
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) override {
+    constexpr int64_t kChunk = 4096;  // even: every chunk but the last is whole pairs
+    const int64_t n = a.inputs[0].numel();
+    const float *x = a.inputs[0].as<float>();
+    uint16_t *y = a.outputs[0].as<uint16_t>();
+#pragma omp parallel for schedule(static) if (n >= 8 * kChunk)
+    for (int64_t c = 0; c < n; c += kChunk) decode::rowToBf16(x + c, std::min(kChunk, n - c), y + c, avx512Bf16_);
+    return Status::OK();
+  }
+
+private:
+  bool avx512Bf16_ = false;
 };
 
 class FastCacheReorder final : public Kernel {
@@ -58,13 +83,16 @@ private:
   decode::ReorderPlan plan_;
 };
 
-KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }
+KernelKey fastKey(const char *op, DType dtype = DType::F32) { return {op, dtype, Layout::Plain, KernelBackend::Dnnl}; }
 
 }  // namespace
 
 void registerFastCacheOps(KernelRegistry &r) {
-  r.add(fastKey("tfm.cache_write"), makeKernel<FastCacheWrite>);
-  r.add(fastKey("tfm.cache_reorder"), makeKernel<FastCacheReorder>);
+  for (DType cache : {DType::F32, DType::BF16}) {  // the key's dtype is the cache's
+    r.add(fastKey("tfm.cache_write", cache), makeKernel<FastCacheWrite>);
+    r.add(fastKey("tfm.cache_reorder", cache), makeKernel<FastCacheReorder>);
+  }
+  r.add(fastKey("tfm.to_bf16"), makeKernel<FastToBf16>);
 }
 
 }  // namespace tfmrt

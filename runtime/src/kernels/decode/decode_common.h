@@ -10,7 +10,9 @@
 
 #include "format.h"
 #include "kernel_registry.h"
+#include "kernels/gemm/packed_gemm.h"
 #include "op_schema.h"
+#include "tfmrt/tensor.h"
 
 namespace tfmrt::decode {
 
@@ -43,15 +45,29 @@ inline Status checkIndices(const TensorRef &t, int64_t limit, const char *what) 
   return Status::OK();
 }
 
+// n floats -> bf16, rounded to nearest even; with AVX512-BF16 when `avx512Bf16` (the caller
+// checked the CPU; that instruction also flushes denormals, which no K/V value is near).
+inline void rowToBf16(const float *x, int64_t n, uint16_t *out, bool avx512Bf16) {
+  if (avx512Bf16 && n % 2 == 0) return gemm::toBf16PairsAvx512Bf16(x, 1, n, reinterpret_cast<uint32_t *>(out));
+  for (int64_t j = 0; j < n; ++j) out[j] = floatToBf16(x[j]);
+}
+
 // tfm.cache_write for the reference and fast kernels: row r of the update (columns [offset,
-// offset + D)) into the cache at position step[r]; rows split over the threads when R x D reaches
-// parallelMinFloats (each row's destination is its own, so the bytes are the same either way).
-inline Status writeCacheRows(const KernelArgs &a, int64_t offset, int64_t parallelMinFloats) {
+// offset + D)) into the cache at position step[r] (a bf16 cache: rounded to nearest even); rows
+// split over the threads when R x D reaches parallelMinFloats (each row's destination is its own,
+// so the bytes are the same either way).
+inline Status writeCacheRows(const KernelArgs &a, int64_t offset, int64_t parallelMinFloats, bool avx512Bf16 = false) {
   const int64_t Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2), R = a.inputs[1].dim(0), W = a.inputs[1].dim(2);
   Steps steps;
   TFMRT_RETURN_IF_ERROR(readSteps(a.inputs[2], R, Tc, "the cache length", steps));
-  float *cache = a.outputs[0].as<float>();
   const float *update = a.inputs[1].as<float>() + offset;
+  if (a.outputs[0].dtype == DType::BF16) {
+    uint16_t *cache = a.outputs[0].as<uint16_t>();
+#pragma omp parallel for schedule(static) if (R * D >= parallelMinFloats)
+    for (int64_t r = 0; r < R; ++r) rowToBf16(update + r * W, D, cache + (r * Tc + steps.at(r)) * D, avx512Bf16);
+    return Status::OK();
+  }
+  float *cache = a.outputs[0].as<float>();
 #pragma omp parallel for schedule(static) if (R * D >= parallelMinFloats)
   for (int64_t r = 0; r < R; ++r)
     std::memcpy(cache + (r * Tc + steps.at(r)) * D, update + r * W, size_t(D) * sizeof(float));
@@ -68,24 +84,26 @@ struct ReorderPlan {
   std::vector<int64_t> moved, saved, slot;
   std::vector<uint8_t> overwritten;
   int64_t longest = 0;  // the longest copy
-  // The call's operands (set by begin).
+  // The call's operands (set by begin); `D` counts elements of `elem` bytes (f32 or bf16).
   int64_t Tc = 0, D = 0;
+  size_t elem = sizeof(float);
   const int32_t *parents = nullptr;
   Steps steps;
-  float *cache = nullptr, *tmp = nullptr;
+  uint8_t *cache = nullptr, *tmp = nullptr;
 
   static size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in) {
-    return size_t((*in[1])[0] * kBlock * (*in[0])[2]) * sizeof(float);  // parents x block x D
+    return size_t((*in[1])[0] * kBlock * (*in[0])[2]) * sizeof(float);  // parents x block x D (f32: the larger)
   }
   // Reads and checks the operands and plans the copies (none when `moved` is empty).
   Status begin(const KernelArgs &a) {
     const int64_t Rc = a.inputs[0].dim(0), R = a.inputs[1].dim(0);
     Tc = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
+    elem = dtypeSize(a.outputs[0].dtype);
     parents = a.inputs[1].as<int32_t>();
     TFMRT_RETURN_IF_ERROR(readSteps(a.inputs[2], R, Tc + 1, "the cache length", steps));
     TFMRT_RETURN_IF_ERROR(checkIndices(a.inputs[1], Rc, "parents"));
-    cache = a.outputs[0].as<float>();  // the same buffer as the operand
-    tmp = static_cast<float *>(a.scratch);
+    cache = a.outputs[0].as<uint8_t>();  // the same buffer as the operand
+    tmp = static_cast<uint8_t *>(a.scratch);
     moved.clear();
     overwritten.assign(size_t(Rc), 0);
     longest = 0;
@@ -103,21 +121,23 @@ struct ReorderPlan {
         saved.push_back(p);
       }
     }
-    if (size_t(int64_t(saved.size()) * kBlock * D) * sizeof(float) > a.scratchBytes)
+    if (size_t(int64_t(saved.size()) * kBlock * D) * elem > a.scratchBytes)
       return internalError("cache_reorder: scratch too small");
     return Status::OK();
   }
   // Saves positions [p0, p0 + n) of saved row i to scratch.
   void save(size_t i, int64_t p0, int64_t n) const {
-    std::memcpy(tmp + int64_t(i) * kBlock * D, cache + (saved[i] * Tc + p0) * D, size_t(n * D) * sizeof(float));
+    std::memcpy(tmp + size_t(int64_t(i) * kBlock * D) * elem, cache + size_t((saved[i] * Tc + p0) * D) * elem,
+                size_t(n * D) * elem);
   }
   // Copies positions [p0, p0 + n) into moved row moved[i] (clipped to its own length).
   void copy(size_t i, int64_t p0, int64_t n) const {
     const int64_t r = moved[i], rn = std::min(n, steps.at(r) - p0);
     if (rn <= 0) return;
     const int32_t p = parents[r];
-    const float *src = slot[size_t(p)] >= 0 ? tmp + slot[size_t(p)] * kBlock * D : cache + (p * Tc + p0) * D;
-    std::memcpy(cache + (r * Tc + p0) * D, src, size_t(rn * D) * sizeof(float));
+    const uint8_t *src = slot[size_t(p)] >= 0 ? tmp + size_t(slot[size_t(p)] * kBlock * D) * elem
+                                              : cache + size_t((p * Tc + p0) * D) * elem;
+    std::memcpy(cache + size_t((r * Tc + p0) * D) * elem, src, size_t(rn * D) * elem);
   }
 };
 
@@ -137,17 +157,23 @@ struct StepAttentionAttrs {
   }
 };
 
-// One (query row, head): keys at `k + p * kStride`, values at `v + p * vStride`, for the
-// positions p < n with keep[p] (keep null: all). `scores` holds n floats. Written for clarity; the
-// fast kernels have the same structure with vectorised loops and run (row, head) pairs in parallel.
-inline void attendReference(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
-                            const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out) {
+// A K/V element as f32: f32 as is, bf16 (uint16_t) widened exactly.
+inline float kvFloat(float x) { return x; }
+inline float kvFloat(uint16_t x) { return bf16ToFloat(x); }
+
+// One (query row, head): keys at `k + p * kStride`, values at `v + p * vStride` (f32, or bf16
+// as uint16_t), for the positions p < n with keep[p] (keep null: all). `scores` holds n floats.
+// Written for clarity; the fast kernels have the same structure with vectorised loops and run
+// (row, head) pairs in parallel.
+template <typename KV>
+void attendReference(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
+                     int64_t n, int64_t dk, float scale, float *scores, float *out) {
   float mx = -1e30f;
   bool any = false;
   for (int64_t p = 0; p < n; ++p) {
     if (keep && !keep[p]) continue;
     float s = 0;
-    for (int64_t j = 0; j < dk; ++j) s += q[j] * k[p * kStride + j];
+    for (int64_t j = 0; j < dk; ++j) s += q[j] * kvFloat(k[p * kStride + j]);
     scores[p] = s * scale;
     if (scores[p] > mx) mx = scores[p];
     any = true;
@@ -163,7 +189,7 @@ inline void attendReference(const float *q, const float *k, int64_t kStride, con
   for (int64_t p = 0; p < n; ++p) {
     if (keep && !keep[p]) continue;
     const float w = float(scores[p] / sum);
-    for (int64_t j = 0; j < dk; ++j) out[j] += w * v[p * vStride + j];
+    for (int64_t j = 0; j < dk; ++j) out[j] += w * kvFloat(v[p * vStride + j]);
   }
 }
 

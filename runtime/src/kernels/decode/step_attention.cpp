@@ -1,5 +1,5 @@
 // Fast one-query-row attention kernels for decode_step, tested against the reference kernels
-// (kernels/reference/decode.cpp). Work items are rows (head_dim 64 on AVX-512 or AVX2: all heads of a row
+// (kernels/reference/decode.cpp). Keys and values are f32 or bf16 (tfm-lower-kv-precision). Work items are rows (head_dim 64 on AVX-512 or AVX2: all heads of a row
 // at once, each key and value row read once, in order) or else (row, head) pairs; each thread
 // keeps its scores in the plan's scratch.
 #include <omp.h>
@@ -33,10 +33,11 @@ public:
     attrs_.read(*info.node, gathered_);
     avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
     avx2_ = !avx512_ && attention::cpuHasAvx2Fma() && attrs_.headDim % 8 == 0;
-    attend_ = avx512_ ? decode::attendAvx512 : avx2_ ? decode::attendAvx2 : decode::attendReference;
+    attend_ = avx512_ ? decode::attendAvx512 : avx2_ ? decode::attendAvx2 : decode::attendReference<float>;
     const bool allHeads = (avx512_ || avx2_) && attrs_.headDim == 64 && attrs_.heads <= 64;
     attendAllHeads_ = !allHeads ? nullptr : avx512_ ? decode::attendAllHeads64Avx512 : decode::attendAllHeads64Avx2;
     allHeads_ = attendAllHeads_ != nullptr;
+    allHeadsBf16_ = allHeads && avx512_;  // bf16 K/V: the AVX-512 body only (AVX2 and others: per pair)
     return Status::OK();
   }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
@@ -44,6 +45,7 @@ public:
   }
 
 protected:
+  // Enough for the all-heads bodies and the per-pair one (bf16 K/V off AVX-512 use pairs).
   int64_t scoresPerThread(int64_t keys) const { return (allHeads_ ? attrs_.heads : 1) * (keys + 16); }
 
   // All heads of each row (allHeads_); `site(r, ...)` runs one row.
@@ -78,9 +80,9 @@ protected:
   }
 
   decode::StepAttentionAttrs attrs_;
-  AttendFn attend_ = decode::attendReference;
+  AttendFn attend_ = decode::attendReference<float>;
   AttendAllHeadsFn attendAllHeads_ = nullptr;  // head_dim 64 on AVX-512 or AVX2
-  bool allHeads_ = false;
+  bool allHeads_ = false, allHeadsBf16_ = false;
 
 private:
   bool gathered_;
@@ -99,6 +101,19 @@ public:
     for (int64_t r = 0; r < (steps.perRow ? R : 1); ++r) keys = std::max(keys, steps.at(r) + 1);
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
+    if (a.inputs[1].dtype == DType::BF16) {  // a bf16 cache: AVX-512 all-heads body, else per pair
+      const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
+      if (allHeadsBf16_)
+        return runRows(a, R, keys, [&](int64_t r, float *scores) {
+          decode::attendAllHeads64Avx512Bf16(q + r * Wq + attrs_.qOffset, kb + r * Tc * D, D, vb + r * Tc * D, D,
+                                             nullptr, steps.at(r) + 1, H, attrs_.scale, scores, y + r * H * dk);
+        });
+      return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
+        decode::attendReference(q + r * Wq + attrs_.qOffset + h * dk, kb + r * Tc * D + h * dk, D,
+                                vb + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk, attrs_.scale, scores,
+                                y + (r * H + h) * dk);
+      });
+    }
     if (allHeads_)
       return runRows(a, R, keys, [&](int64_t r, float *scores) {
         attendAllHeads_(q + r * Wq + attrs_.qOffset, k + r * Tc * D, D, v + r * Tc * D, D, nullptr,
@@ -134,6 +149,22 @@ public:
       int64_t len = S;
       while (len > 0 && !kn[len - 1]) --len;
       liveKeys_[size_t(n)] = len;
+    }
+    if (a.inputs[1].dtype == DType::BF16) {  // bf16 cross K/V: AVX-512 all-heads body, else per pair
+      const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
+      if (allHeadsBf16_)
+        return runRows(a, R, S, [&](int64_t r, float *scores) {
+          const int64_t n = rows[r];
+          decode::attendAllHeads64Avx512Bf16(q + r * Wq + attrs_.qOffset, kb + n * S * Wk + attrs_.kOffset, Wk,
+                                             vb + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys_[size_t(n)],
+                                             H, attrs_.scale, scores, y + r * H * dk);
+        });
+      return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
+        const int64_t n = rows[r];
+        decode::attendReference(q + r * Wq + attrs_.qOffset + h * dk, kb + n * S * Wk + attrs_.kOffset + h * dk, Wk,
+                                vb + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys_[size_t(n)], dk,
+                                attrs_.scale, scores, y + (r * H + h) * dk);
+      });
     }
     if (allHeads_)
       return runRows(a, R, S, [&](int64_t r, float *scores) {

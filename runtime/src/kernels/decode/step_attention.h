@@ -25,6 +25,9 @@ void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v,
 // value row is read once, in order. `scores` holds heads x round_up(n, 16) floats; out heads x 64.
 void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                             const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
+// The same with bf16 keys and values (tfm-lower-kv-precision), widened exactly to f32.
+void attendAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                                const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
 // The same on 8 lanes: `scores` holds heads x round_up(n, 8) floats. Enter only after
 // attention::cpuHasAvx2Fma().
 void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,

@@ -1,4 +1,5 @@
-// AVX-512 body of the one-query-row attention (see step_attention.h).
+// AVX-512 body of the one-query-row attention (see step_attention.h); the all-heads body also
+// for bf16 keys and values (widened to f32 as they are loaded).
 //
 // Three passes over the row's keys: dot products (two accumulators per key, one horizontal sum),
 // the softmax numerators 16 keys at a time (exp2 polynomial, as the flash kernel's), then the
@@ -36,10 +37,16 @@ inline __m512 transposeSum16(const __m512 *v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, 0x88), _mm512_shuffle_f32x4(z0, z1, 0xDD));
 }
 
-}  // namespace
+// 16 K/V elements as f32: f32 loaded, bf16 widened exactly (zero-extended into the high half).
+inline __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t *p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
-void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
-                            const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+template <typename KV>
+void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
+                int64_t n, int64_t heads, float scale, float *scores, float *out) {
   constexpr int64_t dk = 64;
   const int64_t nPad = (n + 15) / 16 * 16;
   const float kMinusInf = -__builtin_inff();
@@ -59,7 +66,7 @@ void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, con
       continue;
     }
     any = true;
-    const float *rows[16];
+    const KV *rows[16];
     for (int j = 0; j < 16; ++j) rows[j] = k + (p0 + (j < count ? j : 0)) * kStride;
     for (int64_t h = 0; h < heads; ++h) {
       const float *qh = q + h * dk;
@@ -68,11 +75,11 @@ void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, con
       __m512 acc[16];
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
-        const float *kr = rows[j] + h * dk;
-        __m512 a = _mm512_mul_ps(q0, _mm512_loadu_ps(kr));
-        a = _mm512_fmadd_ps(q1, _mm512_loadu_ps(kr + 16), a);
-        a = _mm512_fmadd_ps(q2, _mm512_loadu_ps(kr + 32), a);
-        acc[j] = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kr + 48), a);
+        const KV *kr = rows[j] + h * dk;
+        __m512 a = _mm512_mul_ps(q0, load16(kr));
+        a = _mm512_fmadd_ps(q1, load16(kr + 16), a);
+        a = _mm512_fmadd_ps(q2, load16(kr + 32), a);
+        acc[j] = _mm512_fmadd_ps(q3, load16(kr + 48), a);
       }
       const __m512 s = _mm512_mask_mul_ps(_mm512_set1_ps(kMinusInf), live, transposeSum16(acc), _mm512_set1_ps(scale));
       _mm512_storeu_ps(scores + h * nPad + p0, s);
@@ -104,13 +111,13 @@ void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, con
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t p = 0; p < n; ++p) {
       if (keep && !keep[p]) continue;
-      const float *vp = v + p * vStride + h0 * dk;
+      const KV *vp = v + p * vStride + h0 * dk;
 #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         if (g >= hc) break;
         const __m512 w = _mm512_set1_ps(scores[(h0 + g) * nPad + p]);
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) acc[4 * g + c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 64 * g + 16 * c), acc[4 * g + c]);
+        for (int c = 0; c < 4; ++c) acc[4 * g + c] = _mm512_fmadd_ps(w, load16(vp + 64 * g + 16 * c), acc[4 * g + c]);
       }
     }
     for (int g = 0; g < hc; ++g) {
@@ -118,6 +125,18 @@ void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, con
       for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out + (h0 + g) * dk + 16 * c, _mm512_mul_ps(acc[4 * g + c], scaleBy));
     }
   }
+}
+
+}  // namespace
+
+void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                            const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
+}
+
+void attendAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                                const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
 }
 
 void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,

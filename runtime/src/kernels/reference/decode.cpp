@@ -78,16 +78,22 @@ public:
     decode::Steps steps;
     TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[3], R, Tc, "the cache length", steps));
     scores_.resize(size_t(Tc));
+    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, Tc, D, dk, steps);
+    return run<float>(a, R, Wq, Tc, D, dk, steps);
+  }
+
+private:
+  template <typename KV>
+  Status run(const KernelArgs &a, int64_t R, int64_t Wq, int64_t Tc, int64_t D, int64_t dk, const decode::Steps &steps) {
     for (int64_t r = 0; r < R; ++r)
       for (int64_t h = 0; h < attrs_.heads; ++h)
         decode::attendReference(a.inputs[0].as<float>() + r * Wq + attrs_.qOffset + h * dk,
-                                a.inputs[1].as<float>() + r * Tc * D + h * dk, D,
-                                a.inputs[2].as<float>() + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk,
+                                a.inputs[1].as<KV>() + r * Tc * D + h * dk, D,
+                                a.inputs[2].as<KV>() + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk,
                                 attrs_.scale, scores_.data(), a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
     return Status::OK();
   }
 
-private:
   decode::StepAttentionAttrs attrs_;
   std::vector<float> scores_;
 };
@@ -107,25 +113,48 @@ public:
     const int32_t *rows = a.inputs[4].as<int32_t>();
     const uint8_t *keep = a.inputs[3].as<uint8_t>();
     scores_.resize(size_t(S));
+    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, S, Wk, Wv, dk, rows, keep);
+    return run<float>(a, R, Wq, S, Wk, Wv, dk, rows, keep);
+  }
+
+private:
+  template <typename KV>
+  Status run(const KernelArgs &a, int64_t R, int64_t Wq, int64_t S, int64_t Wk, int64_t Wv, int64_t dk,
+             const int32_t *rows, const uint8_t *keep) {
     for (int64_t r = 0; r < R; ++r) {
       const int64_t n = rows[r];
       for (int64_t h = 0; h < attrs_.heads; ++h)
         decode::attendReference(a.inputs[0].as<float>() + r * Wq + attrs_.qOffset + h * dk,
-                                a.inputs[1].as<float>() + n * S * Wk + attrs_.kOffset + h * dk, Wk,
-                                a.inputs[2].as<float>() + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, S,
+                                a.inputs[1].as<KV>() + n * S * Wk + attrs_.kOffset + h * dk, Wk,
+                                a.inputs[2].as<KV>() + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, S,
                                 dk, attrs_.scale, scores_.data(), a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
     }
     return Status::OK();
   }
 
-private:
   decode::StepAttentionAttrs attrs_;
   std::vector<float> scores_;
+};
+
+// f32 -> bf16 (nearest even), one element after another.
+class ToBf16Kernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.to_bf16"; }
+  Status run(const KernelArgs &a) override {
+    const float *x = a.inputs[0].as<float>();
+    uint16_t *y = a.outputs[0].as<uint16_t>();
+    for (int64_t i = 0, n = a.inputs[0].numel(); i < n; ++i) y[i] = floatToBf16(x[i]);
+    return Status::OK();
+  }
 };
 
 }  // namespace
 
 void registerReferenceDecode(KernelRegistry &r) {
+  // A bf16 cache (tfm-lower-kv-precision): the key's dtype is the first operand's, the cache.
+  r.add(referenceKey("tfm.cache_reorder", DType::BF16), makeKernel<CacheReorderKernel>);
+  r.add(referenceKey("tfm.cache_write", DType::BF16), makeKernel<CacheWriteKernel>);
+  r.add(referenceKey("tfm.to_bf16"), makeKernel<ToBf16Kernel>);
   r.add(referenceKey("tfm.cache_reorder"), makeKernel<CacheReorderKernel>);
   r.add(referenceKey("tfm.cache_write"), makeKernel<CacheWriteKernel>);
   r.add(referenceKey("tfm.add_position_at"), makeKernel<AddPositionAtKernel>);
