@@ -26,6 +26,10 @@ config.substitutions.append(("%python", sys.executable))
 # The Multi30k corpus, beside the source tree (../shared), as CI provides it.
 config.substitutions.append(("%multi30k", os.path.normpath(os.path.join(config.tfmc_source_dir, "..", "shared", "data", "multi30k"))))
 
+# The Google Benchmark programs exist unless the build turned them off (the sanitizer build does).
+if getattr(config, "tfmc_build_bench", False):
+    config.available_features.add("bench")
+
 # Data-parallel tests run under Open MPI's mpirun (root allowed, more ranks than cores allowed:
 # CI machines have 2 cores). Without MPI (no plugin built or no mpirun) they are skipped, said once.
 import shutil
