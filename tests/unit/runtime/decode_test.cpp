@@ -288,6 +288,44 @@ TEST(StepAttention, Avx2AllHeadsBodyMatchesReference) {
       }
 }
 
+// Both all-heads bodies this CPU can run, on bf16 keys and values (tfm-lower-kv-precision),
+// against attendReference on the same bf16 values: heads 1-8, 1-41 keys across the 8- and
+// 16-key groups, keys masked inside and at the end, and a fully masked row.
+TEST(StepAttention, AllHeadsBodiesOnBf16KeysAndValuesMatchReference) {
+  using Body = void (*)(const float *, const uint16_t *, int64_t, const uint16_t *, int64_t, const uint8_t *, int64_t,
+                        int64_t, float, float *, float *);
+  std::vector<std::pair<const char *, Body>> bodies;
+  if (attention::cpuHasAvx2Fma()) bodies.push_back({"avx2", decode::attendAllHeads64Avx2Bf16});
+  if (attention::cpuHasAvx512()) bodies.push_back({"avx512", decode::attendAllHeads64Avx512Bf16});
+  if (bodies.empty()) GTEST_SKIP() << "no AVX2 + FMA";
+  const int64_t dk = 64;
+  for (const auto &[isa, body] : bodies)
+    for (int64_t heads : {1, 4, 5, 8})
+      for (int64_t n : {1, 7, 9, 16, 17, 41})
+        for (int mask = 0; mask < 3; ++mask) {
+          SCOPED_TRACE(::testing::Message() << isa << ", heads " << heads << ", keys " << n << ", mask " << mask);
+          const int64_t stride = heads * dk + 8;
+          Tensor q = randomF32({heads * dk}, 60 + uint64_t(heads));
+          Tensor kf = randomF32({n, stride}, 61 + uint64_t(n)), vf = randomF32({n, stride}, 62 + uint64_t(n), -2.0f, 2.0f);
+          std::vector<uint16_t> k(size_t(n * stride)), v(size_t(n * stride));
+          for (size_t i = 0; i < k.size(); ++i) k[i] = floatToBf16(kf.data<float>()[i]), v[i] = floatToBf16(vf.data<float>()[i]);
+          std::vector<uint8_t> keep(size_t(n), 1);
+          for (int64_t p = 0; p < n; ++p) {
+            if (mask == 1 && n > 1 && (p % 3 == 1 || p == n - 1)) keep[size_t(p)] = 0;
+            if (mask == 2) keep[size_t(p)] = 0;
+          }
+          const uint8_t *keepPtr = mask ? keep.data() : nullptr;
+          const float scale = 0.125f;
+          std::vector<float> scores(size_t(heads * (n + 16))), fast(size_t(heads * dk), -1.0f), ref(size_t(dk), 0.0f);
+          body(q.data<float>(), k.data(), stride, v.data(), stride, keepPtr, n, heads, scale, scores.data(), fast.data());
+          for (int64_t h = 0; h < heads; ++h) {
+            decode::attendReference(q.data<float>() + h * dk, k.data() + h * dk, stride, v.data() + h * dk, stride, keepPtr,
+                                    n, dk, scale, scores.data(), ref.data());
+            for (int64_t j = 0; j < dk; ++j) ASSERT_NEAR(fast[size_t(h * dk + j)], ref[size_t(j)], 1e-5) << h << " " << j;
+          }
+        }
+}
+
 TEST(LogSoftmax, FastMatchesReferenceAndNormalises) {
   // Rows of 8000 (a vocabulary) and of 3; large offsets to exercise the max subtraction.
   // Rows of 33 and 17: full vectors of 32 / 16 plus a masked tail.

@@ -19,6 +19,8 @@ using AttendFn = void (*)(const float *, const float *, int64_t, const float *, 
                           int64_t, float, float *, float *);
 using AttendAllHeadsFn = void (*)(const float *, const float *, int64_t, const float *, int64_t, const uint8_t *,
                                   int64_t, int64_t, float, float *, float *);
+using AttendAllHeadsBf16Fn = void (*)(const float *, const uint16_t *, int64_t, const uint16_t *, int64_t,
+                                      const uint8_t *, int64_t, int64_t, float, float *, float *);
 
 class StepAttentionBase : public Kernel {
 public:
@@ -37,7 +39,7 @@ public:
     const bool allHeads = (avx512_ || avx2_) && attrs_.headDim == 64 && attrs_.heads <= 64;
     attendAllHeads_ = !allHeads ? nullptr : avx512_ ? decode::attendAllHeads64Avx512 : decode::attendAllHeads64Avx2;
     allHeads_ = attendAllHeads_ != nullptr;
-    allHeadsBf16_ = allHeads && avx512_;  // bf16 K/V: the AVX-512 body only (AVX2 and others: per pair)
+    attendAllHeadsBf16_ = !allHeads ? nullptr : avx512_ ? decode::attendAllHeads64Avx512Bf16 : decode::attendAllHeads64Avx2Bf16;
     return Status::OK();
   }
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int threads) const override {
@@ -82,7 +84,8 @@ protected:
   decode::StepAttentionAttrs attrs_;
   AttendFn attend_ = decode::attendReference<float>;
   AttendAllHeadsFn attendAllHeads_ = nullptr;  // head_dim 64 on AVX-512 or AVX2
-  bool allHeads_ = false, allHeadsBf16_ = false;
+  AttendAllHeadsBf16Fn attendAllHeadsBf16_ = nullptr;  // the same bodies for bf16 keys and values
+  bool allHeads_ = false;
 
 private:
   bool gathered_;
@@ -101,11 +104,11 @@ public:
     for (int64_t r = 0; r < (steps.perRow ? R : 1); ++r) keys = std::max(keys, steps.at(r) + 1);
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
-    if (a.inputs[1].dtype == DType::BF16) {  // a bf16 cache: AVX-512 all-heads body, else per pair
+    if (a.inputs[1].dtype == DType::BF16) {  // a bf16 cache: the all-heads body, else per pair
       const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
-      if (allHeadsBf16_)
+      if (attendAllHeadsBf16_)
         return runRows(a, R, keys, [&](int64_t r, float *scores) {
-          decode::attendAllHeads64Avx512Bf16(q + r * Wq + attrs_.qOffset, kb + r * Tc * D, D, vb + r * Tc * D, D,
+          attendAllHeadsBf16_(q + r * Wq + attrs_.qOffset, kb + r * Tc * D, D, vb + r * Tc * D, D,
                                              nullptr, steps.at(r) + 1, H, attrs_.scale, scores, y + r * H * dk);
         });
       return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
@@ -150,12 +153,12 @@ public:
       while (len > 0 && !kn[len - 1]) --len;
       liveKeys_[size_t(n)] = len;
     }
-    if (a.inputs[1].dtype == DType::BF16) {  // bf16 cross K/V: AVX-512 all-heads body, else per pair
+    if (a.inputs[1].dtype == DType::BF16) {  // bf16 cross K/V: the all-heads body, else per pair
       const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
-      if (allHeadsBf16_)
+      if (attendAllHeadsBf16_)
         return runRows(a, R, S, [&](int64_t r, float *scores) {
           const int64_t n = rows[r];
-          decode::attendAllHeads64Avx512Bf16(q + r * Wq + attrs_.qOffset, kb + n * S * Wk + attrs_.kOffset, Wk,
+          attendAllHeadsBf16_(q + r * Wq + attrs_.qOffset, kb + n * S * Wk + attrs_.kOffset, Wk,
                                              vb + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys_[size_t(n)],
                                              H, attrs_.scale, scores, y + r * H * dk);
         });

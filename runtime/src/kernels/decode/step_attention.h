@@ -32,6 +32,8 @@ void attendAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStri
 // attention::cpuHasAvx2Fma().
 void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                           const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
+void attendAllHeads64Avx2Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                              const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
 }  // namespace decode
 
 }  // namespace tfmrt

@@ -1,6 +1,6 @@
 // AVX2 + FMA bodies of the one-query-row attention (see step_attention.h), for CPUs without
 // AVX-512: attendAvx512's three passes on 8 lanes, per (row, head), and the all-heads body for
-// head_dim 64. The portable loop (attendReference: a scalar std::exp per key) took 1.1 ms of a
+// head_dim 64 (also for bf16 keys and values, widened to f32 as they are loaded). The portable loop (attendReference: a scalar std::exp per key) took 1.1 ms of a
 // 5.5 ms greedy decoder step on a Zen 3; per (row, head) pairs, the cross-attention's key loads
 // still took half of the kernel's time there (each pair reads 256 bytes of every 1 KB key row, and
 // the memory is not in cache after a step's weights went through).
@@ -25,10 +25,16 @@ inline __m256 transposeSum8(const __m256 *v) {
   return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
 
-}  // namespace
+// 8 K/V elements as f32: f32 loaded, bf16 widened exactly (zero-extended into the high half).
+inline __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t *p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
-void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
-                          const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+template <typename KV>
+void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
+                int64_t n, int64_t heads, float scale, float *scores, float *out) {
   constexpr int64_t dk = 64;
   const int64_t nPad = (n + 7) / 8 * 8;
   const float kMinusInf = -__builtin_inff();
@@ -52,17 +58,17 @@ void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const
     }
     any = true;
     const __m256 live = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i *>(liveBits)));
-    const float *rows[8];
+    const KV *rows[8];
     for (int j = 0; j < 8; ++j) rows[j] = k + (p0 + (j < count ? j : 0)) * kStride;
     for (int64_t h = 0; h < heads; ++h) {
       const float *qh = q + h * dk;
       __m256 acc[8];
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
-        const float *kr = rows[j] + h * dk;
-        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(kr));
+        const KV *kr = rows[j] + h * dk;
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(qh), load8(kr));
 #pragma GCC unroll 7
-        for (int c = 1; c < 8; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), _mm256_loadu_ps(kr + 8 * c), a);
+        for (int c = 1; c < 8; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), load8(kr + 8 * c), a);
         acc[j] = a;
       }
       const __m256 s = _mm256_blendv_ps(minusInf, _mm256_mul_ps(transposeSum8(acc), _mm256_set1_ps(scale)), live);
@@ -92,13 +98,25 @@ void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const
     for (int64_t p = 0; p < n; ++p) {
       if (keep && !keep[p]) continue;
       const __m256 w = _mm256_broadcast_ss(sh + p);
-      const float *vp = v + p * vStride + h * dk;
+      const KV *vp = v + p * vStride + h * dk;
 #pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 8 * c), acc[c]);
+      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(w, load8(vp + 8 * c), acc[c]);
     }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + h * dk + 8 * c, _mm256_mul_ps(acc[c], inv));
   }
+}
+
+}  // namespace
+
+void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+                          const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
+}
+
+void attendAllHeads64Avx2Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                              const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
 }
 
 void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
