@@ -4,6 +4,7 @@
 // returns a value of the same name (`encode`'s cross_k.l / cross_v.l for `decode_step`'s
 // arguments) rounds it with tfm.to_bf16. The attention kernels widen them back to f32 as they
 // load them: half the bytes in the memory-bound part of a decoder step, f32 arithmetic.
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -62,31 +63,82 @@ bool onlyGatheredKv(Value v) {
   return true;
 }
 
+// The value a cache operand derives from: its tfm.state, back through the cache ops' operand 0.
+Value cacheRoot(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tfm::CacheReorderOp, tfm::CacheWriteOp>(def)) break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+// The key that pairs a value across the module: "state:" + a state's name, "arg:" + a function
+// argument's tfm.name; empty for anything else (never made bf16).
+std::string pairingKey(Value v) {
+  if (auto state = v.getDefiningOp<tfm::StateOp>()) return ("state:" + state.getName()).str();
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto fn = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+  auto name = fn ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tfm.name") : StringAttr();
+  return name ? ("arg:" + name.getValue()).str() : std::string();
+}
+
 struct LowerKvPrecisionPass : impl::LowerKvPrecisionBase<LowerKvPrecisionPass> {
   using LowerKvPrecisionBase::LowerKvPrecisionBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::StringSet<> crossNames;  // arguments made bf16, by tfm.name
-    for (auto fn : module.getOps<func::FuncOp>()) {
-      if (fn.isExternal()) continue;
-      fn.walk([&](tfm::StateOp state) {
-        if (!isF32Tensor(state.getType()) || state->use_empty() || !onlyCacheUses(state.getResult())) return;
-        retypeCacheChain(state.getResult());
-        reportSite(report, state, "lower-kv-precision", "bf16 cache (rounded as written, widened as read)");
+    // Candidates: f32 states read only as caches, and named f32 arguments read only as
+    // gathered_attention keys or values. Every value of one name must qualify: the artifact has
+    // one state per name, and encode's result feeds every argument of its name.
+    SmallVector<Value> candidates;
+    llvm::StringMap<bool> nameOk;
+    auto consider = [&](Value v, bool ok) {
+      const std::string name = pairingKey(v);
+      if (name.empty()) return;
+      auto [it, inserted] = nameOk.try_emplace(name, ok);
+      if (!inserted) it->second = it->second && ok;
+      candidates.push_back(v);
+    };
+    module.walk([&](tfm::StateOp state) {
+      consider(state.getResult(), isF32Tensor(state.getType()) && !state->use_empty() && onlyCacheUses(state.getResult()));
+    });
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal())
+        for (BlockArgument arg : fn.getBody().front().getArguments())
+          if (isa<RankedTensorType>(arg.getType()) && fn.getArgAttr(arg.getArgNumber(), "tfm.name"))
+            consider(arg, isF32Tensor(arg.getType()) && onlyGatheredKv(arg));
+    // An attention's keys and values share an element type: when one side cannot be bf16, the
+    // other stays f32 too (by name, everywhere), until nothing changes.
+    auto chosen = [&](Value v) {
+      const std::string name = pairingKey(v);
+      return !name.empty() && nameOk.lookup(name);
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      module.walk([&](Operation *op) {
+        if (!isa<tfm::CachedAttentionOp, tfm::GatheredAttentionOp>(op)) return;
+        const Value k = cacheRoot(op->getOperand(1)), v = cacheRoot(op->getOperand(2));
+        if (chosen(k) == chosen(v)) return;
+        for (Value x : {k, v})
+          if (chosen(x)) nameOk[pairingKey(x)] = false, changed = true;
       });
-      Block &body = fn.getBody().front();
-      bool changed = false;
-      for (BlockArgument arg : body.getArguments()) {
-        if (!isF32Tensor(arg.getType()) || !onlyGatheredKv(arg)) continue;
-        auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tfm.name");
-        if (!name) continue;  // nothing could pair it with the function that produces it
-        arg.setType(asBf16(arg.getType()));
-        crossNames.insert(name.getValue());
-        changed = true;
-        reportSite(report, fn, "lower-kv-precision", ("bf16 argument '" + name.getValue() + "' (cross-attention K/V)").str());
+    }
+
+    llvm::StringSet<> crossNames;  // arguments made bf16, by tfm.name
+    for (Value v : candidates) {
+      if (!chosen(v)) continue;
+      if (auto state = v.getDefiningOp<tfm::StateOp>()) {
+        retypeCacheChain(v);
+        reportSite(report, state, "lower-kv-precision", "bf16 cache (rounded as written, widened as read)");
+        continue;
       }
-      if (changed) fn.setType(FunctionType::get(&getContext(), body.getArgumentTypes(), fn.getResultTypes()));
+      auto arg = cast<BlockArgument>(v);
+      auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      const StringRef name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "tfm.name").getValue();
+      arg.setType(asBf16(arg.getType()));
+      fn.setType(FunctionType::get(&getContext(), fn.getBody().front().getArgumentTypes(), fn.getResultTypes()));
+      crossNames.insert(name);
+      reportSite(report, fn, "lower-kv-precision", ("bf16 argument '" + name + "' (cross-attention K/V)").str());
     }
     // The producers: results of the same names, rounded just before the return.
     for (auto fn : module.getOps<func::FuncOp>()) {

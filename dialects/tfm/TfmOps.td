@@ -38,7 +38,7 @@ def Tfm_ParamOp : Tfm_Op<"param", [Pure]> {
     uses and autodiff can find them by name. Names follow models/README.md.
   }];
   let arguments = (ins StrAttr:$name);
-  let results = (outs Tfm_KV<0, Tfm_MaxRank>:$result);  // bf16: a K/V cache under tfm-lower-kv-precision
+  let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
@@ -238,7 +238,7 @@ def Tfm_FusedAttentionOp : Tfm_ExecOp<"fused_attention", "fusedAttention", [Pure
     `precision` "bf16" (tfm-lower-precision): the Q.K and P.V products take bf16 operands with f32
     accumulation; the softmax, its running max and sum and the output stay f32.
   }];
-  let arguments = (ins Tfm_F32<3>:$q, Tfm_KV<3>:$k, Tfm_KV<3>:$v,
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_F32<3>:$k, Tfm_F32<3>:$v,
                        Tfm_Bool<2>:$key_keep, Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
                        Tfm_Offset:$q_offset, Tfm_Offset:$k_offset, Tfm_Offset:$v_offset, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,

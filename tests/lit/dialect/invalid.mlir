@@ -742,3 +742,18 @@ func.func @to_bf16_from_bf16(%x: tensor<4xbf16>) {
   %0 = tfm.to_bf16 %x : (tensor<4xbf16>) -> tensor<4xbf16>
   return
 }
+
+// -----
+// bf16 keys and values are for the decoding ops only: the flash attention reads f32.
+func.func @fused_attention_bf16_kv(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xbf16>, %keep: tensor<2x3xi1>) {
+  // expected-error @+1 {{operand #1 must be rank 3 tensor of 32-bit float values}}
+  %0 = tfm.fused_attention %q, %k, %k, %keep {heads = 2, head_dim = 4, q_offset = 0, k_offset = 0, v_offset = 0, scale = 0.5 : f64} : (tensor<2x3x8xf32>, tensor<2x3x8xbf16>, tensor<2x3x8xbf16>, tensor<2x3xi1>) -> tensor<2x3x8xf32>
+  return
+}
+
+// -----
+func.func @param_bf16() {
+  // expected-error @+1 {{result #0 must be rank 0..8 tensor of 32-bit float values}}
+  %0 = tfm.param "w" : tensor<4x4xbf16>
+  return
+}

@@ -45,6 +45,27 @@ func.func @decode_step(%x: tensor<?x1x8xf32>, %step: tensor<?xi32>, %parents: te
   return %h, %o, %s1 : tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
 }
 
+// Keys and values of one attention share an element type: `v_cache2` is also returned (not a
+// cache only), so `k_cache2`, which alone would qualify, stays f32 with it; likewise the named
+// argument `k_only`, whose partner `v_used` is also scaled.
+// CHECK-LABEL: func.func @one_side_only
+// CHECK-SAME: %arg3: tensor<?x?x8xf32> {tfm.name = "k_only"}, %arg4: tensor<?x?x8xf32> {tfm.name = "v_used"}
+// CHECK: tfm.state "k_cache2" : tensor<?x?x8xf32>
+// CHECK: tfm.state "v_cache2" : tensor<?x?x8xf32>
+// CHECK-NOT: bf16
+func.func @one_side_only(%x: tensor<?x1x8xf32>, %step: tensor<?xi32>, %rows: tensor<?xi32>,
+                         %k: tensor<?x?x8xf32> {tfm.name = "k_only"}, %v: tensor<?x?x8xf32> {tfm.name = "v_used"},
+                         %keep: tensor<?x?xi1>) -> (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>) {
+  %kc0 = tfm.state "k_cache2" : tensor<?x?x8xf32>
+  %kc1 = tfm.cache_write %kc0, %x, %step : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+  %vc0 = tfm.state "v_cache2" : tensor<?x?x8xf32>
+  %vc1 = tfm.cache_write %vc0, %x, %step : (tensor<?x?x8xf32>, tensor<?x1x8xf32>, tensor<?xi32>) -> tensor<?x?x8xf32>
+  %a = tfm.cached_attention %x, %kc1, %vc1, %step {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %g = tfm.gathered_attention %a, %k, %v, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>
+  %o = tfm.scale %v {factor = 1.0 : f64} : tensor<?x?x8xf32>
+  return %g, %vc1, %o : tensor<?x1x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>
+}
+
 // REPORT: remark: lower-kv-precision: {{.*}}: bf16 cache (rounded as written, widened as read)
 // REPORT: remark: lower-kv-precision: {{.*}}: bf16 cache (rounded as written, widened as read)
 // REPORT: remark: lower-kv-precision: {{.*}}: bf16 argument 'cross_k.0' (cross-attention K/V)

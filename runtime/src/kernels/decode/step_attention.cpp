@@ -47,7 +47,7 @@ public:
   }
 
 protected:
-  // Enough for the all-heads bodies and the per-pair one (bf16 K/V off AVX-512 use pairs).
+  // Enough for the all-heads bodies and the per-pair one (bf16 K/V at other head sizes use pairs).
   int64_t scoresPerThread(int64_t keys) const { return (allHeads_ ? attrs_.heads : 1) * (keys + 16); }
 
   // All heads of each row (allHeads_); `site(r, ...)` runs one row.

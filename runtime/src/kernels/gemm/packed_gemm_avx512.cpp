@@ -39,7 +39,9 @@ void block(const float *x, int64_t k, const float *panel, int cols, const Epilog
   for (int64_t kk = 0; kk < k; ++kk) {
     const float *w = panel + kk * 64;
     if (Prefetch) {
-      const char *ahead = reinterpret_cast<const char *>(w + kAhead * 64);
+      // The address by integer arithmetic: past the last panel it points beyond the buffer, which
+      // a prefetch may (it never faults) but pointer arithmetic may not.
+      const char *ahead = reinterpret_cast<const char *>(reinterpret_cast<uintptr_t>(w) + kAhead * 64 * sizeof(float));
       _mm_prefetch(ahead, _MM_HINT_T0);
       _mm_prefetch(ahead + 64, _MM_HINT_T0);
       _mm_prefetch(ahead + 128, _MM_HINT_T0);
