@@ -255,6 +255,45 @@ TEST(StepAttention, Avx2BodyMatchesReference) {
       }
 }
 
+// The per-(row, head) bodies this CPU can run, on bf16 keys and values, against attendReference
+// on the same bf16 values: head sizes the ISA takes (multiples of 8 for AVX2, 16 for AVX-512),
+// 1-41 keys, masked keys (bf16 NaN in them, never read), a fully masked row.
+TEST(StepAttention, PairBodiesOnBf16KeysAndValuesMatchReference) {
+  using Body = void (*)(const float *, const uint16_t *, int64_t, const uint16_t *, int64_t, const uint8_t *, int64_t,
+                        int64_t, float, float *, float *);
+  struct Isa { const char *name; Body body; int64_t multiple; };
+  std::vector<Isa> isas;
+  if (attention::cpuHasAvx2Fma()) isas.push_back({"avx2", decode::attendAvx2Bf16, 8});
+  if (attention::cpuHasAvx512()) isas.push_back({"avx512", decode::attendAvx512Bf16, 16});
+  if (isas.empty()) GTEST_SKIP() << "no AVX2 + FMA";
+  for (const Isa &isa : isas)
+    for (int64_t dk : {8, 16, 24, 32, 72, 128}) {
+      if (dk % isa.multiple) continue;
+      for (int64_t n : {1, 7, 9, 17, 41})
+        for (int mask = 0; mask < 3; ++mask) {
+          SCOPED_TRACE(::testing::Message() << isa.name << ", dk " << dk << ", keys " << n << ", mask " << mask);
+          const int64_t stride = dk + 3;
+          Tensor q = randomF32({dk}, 70 + uint64_t(dk)), kf = randomF32({n, stride}, 71 + uint64_t(n)),
+                 vf = randomF32({n, stride}, 72 + uint64_t(n));
+          std::vector<uint16_t> k(size_t(n * stride)), v(size_t(n * stride));
+          for (size_t i = 0; i < k.size(); ++i) k[i] = floatToBf16(kf.data<float>()[i]), v[i] = floatToBf16(vf.data<float>()[i]);
+          std::vector<uint8_t> keep(size_t(n), 1);
+          for (int64_t p = 0; p < n; ++p) {
+            if (mask == 1 && (p % 3 == 1 || p == n - 1) && n > 1) keep[size_t(p)] = 0;
+            if (mask == 2) keep[size_t(p)] = 0;
+            if (!keep[size_t(p)])
+              for (int64_t j = 0; j < dk; ++j) k[size_t(p * stride + j)] = v[size_t(p * stride + j)] = 0x7FC0;  // NaN
+          }
+          const uint8_t *keepPtr = mask ? keep.data() : nullptr;
+          std::vector<float> scores(size_t(n + 16)), fast(size_t(dk), -1.0f), ref(size_t(dk), -1.0f);
+          isa.body(q.data<float>(), k.data(), stride, v.data(), stride, keepPtr, n, dk, 0.125f, scores.data(), fast.data());
+          decode::attendReference(q.data<float>(), k.data(), stride, v.data(), stride, keepPtr, n, dk, 0.125f,
+                                  scores.data(), ref.data());
+          for (int64_t j = 0; j < dk; ++j) ASSERT_NEAR(fast[size_t(j)], ref[size_t(j)], 1e-5) << j;
+        }
+    }
+}
+
 // The AVX2 all-heads body (head_dim 64) on its own, against attendReference per head: 1-8 heads,
 // 1-41 keys (tails of the 8-key groups), keys masked inside a group, a fully masked group and at
 // the end, with NaN in their keys and values, and a fully masked row (zeros).

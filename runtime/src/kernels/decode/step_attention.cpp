@@ -21,6 +21,7 @@ using AttendAllHeadsFn = void (*)(const float *, const float *, int64_t, const f
                                   int64_t, int64_t, float, float *, float *);
 using AttendAllHeadsBf16Fn = void (*)(const float *, const uint16_t *, int64_t, const uint16_t *, int64_t,
                                       const uint8_t *, int64_t, int64_t, float, float *, float *);
+using AttendBf16Fn = AttendAllHeadsBf16Fn;  // the same signature, dk instead of heads
 
 class StepAttentionBase : public Kernel {
 public:
@@ -36,6 +37,7 @@ public:
     avx512_ = attention::cpuHasAvx512() && attrs_.headDim % 16 == 0;
     avx2_ = !avx512_ && attention::cpuHasAvx2Fma() && attrs_.headDim % 8 == 0;
     attend_ = avx512_ ? decode::attendAvx512 : avx2_ ? decode::attendAvx2 : decode::attendReference<float>;
+    attendBf16_ = avx512_ ? decode::attendAvx512Bf16 : avx2_ ? decode::attendAvx2Bf16 : decode::attendReference<uint16_t>;
     const bool allHeads = (avx512_ || avx2_) && attrs_.headDim == 64 && attrs_.heads <= 64;
     attendAllHeads_ = !allHeads ? nullptr : avx512_ ? decode::attendAllHeads64Avx512 : decode::attendAllHeads64Avx2;
     allHeads_ = attendAllHeads_ != nullptr;
@@ -47,7 +49,7 @@ public:
   }
 
 protected:
-  // Enough for the all-heads bodies and the per-pair one (bf16 K/V at other head sizes use pairs).
+  // Enough for the all-heads bodies and the per-pair ones.
   int64_t scoresPerThread(int64_t keys) const { return (allHeads_ ? attrs_.heads : 1) * (keys + 16); }
 
   // All heads of each row (allHeads_); `site(r, ...)` runs one row.
@@ -83,6 +85,7 @@ protected:
 
   decode::StepAttentionAttrs attrs_;
   AttendFn attend_ = decode::attendReference<float>;
+  AttendBf16Fn attendBf16_ = decode::attendReference<uint16_t>;
   AttendAllHeadsFn attendAllHeads_ = nullptr;  // head_dim 64 on AVX-512 or AVX2
   AttendAllHeadsBf16Fn attendAllHeadsBf16_ = nullptr;  // the same bodies for bf16 keys and values
   bool allHeads_ = false;
@@ -112,7 +115,7 @@ public:
                                              nullptr, steps.at(r) + 1, H, attrs_.scale, scores, y + r * H * dk);
         });
       return runPairs(a, R, keys, [&](int64_t r, int64_t h, float *scores) {
-        decode::attendReference(q + r * Wq + attrs_.qOffset + h * dk, kb + r * Tc * D + h * dk, D,
+        attendBf16_(q + r * Wq + attrs_.qOffset + h * dk, kb + r * Tc * D + h * dk, D,
                                 vb + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk, attrs_.scale, scores,
                                 y + (r * H + h) * dk);
       });
@@ -164,7 +167,7 @@ public:
         });
       return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
         const int64_t n = rows[r];
-        decode::attendReference(q + r * Wq + attrs_.qOffset + h * dk, kb + n * S * Wk + attrs_.kOffset + h * dk, Wk,
+        attendBf16_(q + r * Wq + attrs_.qOffset + h * dk, kb + n * S * Wk + attrs_.kOffset + h * dk, Wk,
                                 vb + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys_[size_t(n)], dk,
                                 attrs_.scale, scores, y + (r * H + h) * dk);
       });

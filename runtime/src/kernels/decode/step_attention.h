@@ -20,6 +20,11 @@ void attendAvx512(const float *q, const float *k, int64_t kStride, const float *
 // The same on 8 lanes, head_dim % 8 == 0; entered only after attention::cpuHasAvx2Fma().
 void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
                 int64_t n, int64_t dk, float scale, float *scores, float *out);
+// Both with bf16 keys and values (tfm-lower-kv-precision), widened exactly to f32 as loaded.
+void attendAvx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                      const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out);
+void attendAvx2Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                    const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out);
 // Every head of one query row at once, head_dim 64 (small and base), heads <= 64: q holds the
 // heads side by side, key p's heads at k + p * kStride + h * 64 (likewise v), so each key and
 // value row is read once, in order. `scores` holds heads x round_up(n, 16) floats; out heads x 64.

@@ -119,7 +119,10 @@ void attendAllHeads64Avx2Bf16(const float *q, const uint16_t *k, int64_t kStride
   allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
 }
 
-void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
+namespace {
+
+template <typename KV>
+void pairBody(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
                 int64_t n, int64_t dk, float scale, float *scores, float *out) {
   const float kMinusInf = -__builtin_inff();
   float mx = kMinusInf;
@@ -129,14 +132,14 @@ void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v,
       scores[p] = kMinusInf;
       continue;
     }
-    const float *kp = k + p * kStride;
+    const KV *kp = k + p * kStride;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     int64_t j = 0;
     for (; j + 16 <= dk; j += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(kp + j), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), _mm256_loadu_ps(kp + j + 8), a1);
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8(kp + j), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), load8(kp + j + 8), a1);
     }
-    if (j < dk) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(kp + j), a0);
+    if (j < dk) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8(kp + j), a0);
     const float s = avx2::reduceAdd(_mm256_add_ps(a0, a1)) * scale;
     scores[p] = s;
     mx = s > mx ? s : mx;
@@ -171,13 +174,25 @@ void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v,
     for (int64_t r = 0; r < n; ++r) {
       if (keep && !keep[r]) continue;
       const __m256 w = _mm256_broadcast_ss(scores + r);
-      const float *vp = v + r * vStride + c0;
+      const KV *vp = v + r * vStride + c0;
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c)
-        if (c < chunks) acc[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vp + 8 * c), acc[c]);
+        if (c < chunks) acc[c] = _mm256_fmadd_ps(w, load8(vp + 8 * c), acc[c]);
     }
     for (int c = 0; c < chunks; ++c) _mm256_storeu_ps(out + c0 + 8 * c, _mm256_mul_ps(acc[c], inv));
   }
+}
+
+}  // namespace
+
+void attendAvx2(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
+                int64_t n, int64_t dk, float scale, float *scores, float *out) {
+  pairBody(q, k, kStride, v, vStride, keep, n, dk, scale, scores, out);
+}
+
+void attendAvx2Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                    const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out) {
+  pairBody(q, k, kStride, v, vStride, keep, n, dk, scale, scores, out);
 }
 
 }  // namespace tfmrt::decode

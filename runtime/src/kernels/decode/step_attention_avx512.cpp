@@ -139,7 +139,10 @@ void attendAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStri
   allHeads64(q, k, kStride, v, vStride, keep, n, heads, scale, scores, out);
 }
 
-void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
+namespace {
+
+template <typename KV>
+void pairBody(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride,
                   const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out) {
   const float kMinusInf = -__builtin_inff();
   float mx = kMinusInf;
@@ -149,14 +152,14 @@ void attendAvx512(const float *q, const float *k, int64_t kStride, const float *
       scores[p] = kMinusInf;
       continue;
     }
-    const float *kp = k + p * kStride;
+    const KV *kp = k + p * kStride;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
     int64_t j = 0;
     for (; j + 32 <= dk; j += 32) {
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), _mm512_loadu_ps(kp + j), a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), _mm512_loadu_ps(kp + j + 16), a1);
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), load16(kp + j), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j + 16), load16(kp + j + 16), a1);
     }
-    if (j < dk) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), _mm512_loadu_ps(kp + j), a0);
+    if (j < dk) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + j), load16(kp + j), a0);
     const float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) * scale;
     scores[p] = s;
     mx = s > mx ? s : mx;
@@ -183,17 +186,29 @@ void attendAvx512(const float *q, const float *k, int64_t kStride, const float *
     for (int64_t p = 0; p < n; ++p) {
       if (keep && !keep[p]) continue;
       const __m512 w = _mm512_set1_ps(scores[p]);
-      const float *vp = v + p * vStride + c0;
-      acc0 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp), acc0);
-      if (chunks > 1) acc1 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 16), acc1);
-      if (chunks > 2) acc2 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 32), acc2);
-      if (chunks > 3) acc3 = _mm512_fmadd_ps(w, _mm512_loadu_ps(vp + 48), acc3);
+      const KV *vp = v + p * vStride + c0;
+      acc0 = _mm512_fmadd_ps(w, load16(vp), acc0);
+      if (chunks > 1) acc1 = _mm512_fmadd_ps(w, load16(vp + 16), acc1);
+      if (chunks > 2) acc2 = _mm512_fmadd_ps(w, load16(vp + 32), acc2);
+      if (chunks > 3) acc3 = _mm512_fmadd_ps(w, load16(vp + 48), acc3);
     }
     _mm512_storeu_ps(out + c0, _mm512_mul_ps(acc0, inv));
     if (chunks > 1) _mm512_storeu_ps(out + c0 + 16, _mm512_mul_ps(acc1, inv));
     if (chunks > 2) _mm512_storeu_ps(out + c0 + 32, _mm512_mul_ps(acc2, inv));
     if (chunks > 3) _mm512_storeu_ps(out + c0 + 48, _mm512_mul_ps(acc3, inv));
   }
+}
+
+}  // namespace
+
+void attendAvx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride, const uint8_t *keep,
+                  int64_t n, int64_t dk, float scale, float *scores, float *out) {
+  pairBody(q, k, kStride, v, vStride, keep, n, dk, scale, scores, out);
+}
+
+void attendAvx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
+                      const uint8_t *keep, int64_t n, int64_t dk, float scale, float *scores, float *out) {
+  pairBody(q, k, kStride, v, vStride, keep, n, dk, scale, scores, out);
 }
 
 }  // namespace tfmrt::decode
