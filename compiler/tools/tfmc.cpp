@@ -25,7 +25,8 @@ commands:
       loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
       forward, backward and Adam in place: for tfmc train), `translate` (`encode` and `decode`:
       for tfmc translate). --precision=bf16 runs the GEMMs of inference entries with bf16
-      operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32).
+      operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32)
+      and stores decoding's K/V caches and cross K/V as bf16 (tfm-lower-kv-precision).
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]
