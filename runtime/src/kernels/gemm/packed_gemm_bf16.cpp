@@ -76,33 +76,39 @@ void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs
 
 void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                               int64_t p0, int64_t p1, const Epilogue &e, float *y) {
-  // As the f32 body: panel groups of ~512 KB with the row blocks outside the group. Written out
-  // again rather than shared as a template: one instantiated in both TUs (different ISA flags)
-  // could be merged by the linker into a single copy for both.
-  const int64_t kp = (k + 1) / 2, panelBytes = kp * 256;
-  const int64_t group = panelBytes >= (int64_t(512) << 10) ? 1 : (int64_t(512) << 10) / panelBytes;
-  for (int64_t g0 = p0; g0 < p1; g0 += group) {
-    const int64_t g1 = g0 + group < p1 ? g0 + group : p1;
+  // As the f32 body for up to 256 rows (the only products this kernel runs: decoder steps): panel
+  // by panel, every row block over one panel, the next panel prefetched a slice per row block
+  // meanwhile, so only the call's first panel waits on memory. Written out again rather than
+  // shared as a template: one instantiated in both TUs (different ISA flags) could be merged by
+  // the linker into a single copy for both.
+  const int64_t kp = (k + 1) / 2, panelElements = kp * 128, lines = panelElements * 2 / 64;
+  const int64_t rowBlocks = (m + kRows - 1) / kRows;
+  const int64_t perBlock = (lines + rowBlocks - 1) / rowBlocks;
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint16_t *panel = packed + p * panelElements;
+    // By integer arithmetic: after the last panel the address is past the buffer.
+    const uintptr_t next = reinterpret_cast<uintptr_t>(panel) + uintptr_t(panelElements) * sizeof(uint16_t);
+    const int64_t c0 = p * 64;
+    const int cols = int(n - c0 < 64 ? n - c0 : 64);
+    int64_t line = 0;
     for (int64_t r = 0; r < m; r += kRows) {
       const int rows = m - r < kRows ? int(m - r) : kRows;
       const uint32_t *xb = xPairs + r * kp;
-      for (int64_t p = g0; p < g1; ++p) {
-        const uint16_t *panel = packed + p * kp * 128;
-        const int64_t c0 = p * 64;
-        const int cols = int(n - c0 < 64 ? n - c0 : 64);
-        float *yb = y + r * n + c0;
-        Epilogue be = e;
-        if (be.bias) be.bias += c0;
-        if (be.residual) be.residual += r * n + c0;
-        switch (rows) {
-          case 1: blockBf16<1>(xb, kp, panel, cols, be, n, yb); break;
-          case 2: blockBf16<2>(xb, kp, panel, cols, be, n, yb); break;
-          case 3: blockBf16<3>(xb, kp, panel, cols, be, n, yb); break;
-          case 4: blockBf16<4>(xb, kp, panel, cols, be, n, yb); break;
-          case 5: blockBf16<5>(xb, kp, panel, cols, be, n, yb); break;
-          default: blockBf16<6>(xb, kp, panel, cols, be, n, yb); break;
-        }
+      float *yb = y + r * n + c0;
+      Epilogue be = e;
+      if (be.bias) be.bias += c0;
+      if (be.residual) be.residual += r * n + c0;
+      switch (rows) {
+        case 1: blockBf16<1>(xb, kp, panel, cols, be, n, yb); break;
+        case 2: blockBf16<2>(xb, kp, panel, cols, be, n, yb); break;
+        case 3: blockBf16<3>(xb, kp, panel, cols, be, n, yb); break;
+        case 4: blockBf16<4>(xb, kp, panel, cols, be, n, yb); break;
+        case 5: blockBf16<5>(xb, kp, panel, cols, be, n, yb); break;
+        default: blockBf16<6>(xb, kp, panel, cols, be, n, yb); break;
       }
+      if (p + 1 < p1)
+        for (const int64_t end = line + perBlock < lines ? line + perBlock : lines; line < end; ++line)
+          _mm_prefetch(reinterpret_cast<const char *>(next + uintptr_t(line) * 64), _MM_HINT_T1);
     }
   }
 }
