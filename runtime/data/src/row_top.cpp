@@ -74,21 +74,33 @@ __attribute__((target("avx2,fma"))) double logSumExpAvx2(const float *z, int64_t
 
 }  // namespace
 
-void topTokensScan(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned,
-                   std::vector<ScoredToken> &best) {
-  best.clear();
-  if (keep == 0) return;
-  // Once `keep` are kept, a token enters only if it beats the worst (ties: the lower id, already
-  // kept): one comparison each.
+namespace {
+
+// The best `keep` so far, sorted. Once `keep` are kept, a token enters only if it beats the worst
+// (ties: the lower id, already kept): one comparison each.
+struct Kept {
+  std::vector<ScoredToken> &best;
+  size_t keep;
+  const std::vector<int32_t> &banned;
   float worst = kMinusInf;
   bool full = false;
-  for (int64_t v = 0; v < V; ++v) {
-    if (full ? !(z[v] > worst) : std::isnan(z[v])) continue;
-    if (std::binary_search(banned.begin(), banned.end(), int32_t(v))) continue;
+  void take(const float *z, int64_t v) {
+    if (full ? !(z[v] > worst) : std::isnan(z[v])) return;
+    if (std::binary_search(banned.begin(), banned.end(), int32_t(v))) return;
     offer(best, keep, z[v], int32_t(v));
     full = best.size() == keep;
     if (full) worst = best.back().first;
   }
+};
+
+}  // namespace
+
+void topTokensScan(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned,
+                   std::vector<ScoredToken> &best) {
+  best.clear();
+  if (keep == 0) return;
+  Kept kept{best, keep, banned};
+  for (int64_t v = 0; v < V; ++v) kept.take(z, v);
 }
 
 void topTokens(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned,
@@ -99,18 +111,11 @@ void topTokens(const float *z, int64_t V, size_t keep, const std::vector<int32_t
   // skipped: on a trained model's log-probabilities the first blocks set a threshold that few
   // later blocks reach (0.5 us per 8000-token row for keep 1, 0.9 for keep 8, rows in L2; a
   // threshold from all the block maxima first was 10 % slower there).
-  float worst = kMinusInf;
-  bool full = false;
+  Kept kept{best, keep, banned};
   for (int64_t v0 = 0; v0 < V; v0 += kBlock) {
     const int64_t v1 = std::min(V, v0 + kBlock);
-    if (full && !(blockMaximum(z + v0, v1 - v0) > worst)) continue;
-    for (int64_t v = v0; v < v1; ++v) {
-      if (full ? !(z[v] > worst) : std::isnan(z[v])) continue;
-      if (std::binary_search(banned.begin(), banned.end(), int32_t(v))) continue;
-      offer(best, keep, z[v], int32_t(v));
-      full = best.size() == keep;
-      if (full) worst = best.back().first;
-    }
+    if (kept.full && !(blockMaximum(z + v0, v1 - v0) > kept.worst)) continue;
+    for (int64_t v = v0; v < v1; ++v) kept.take(z, v);
   }
 }
 

@@ -33,8 +33,8 @@ private:
   bool avx512Bf16_ = false;
 };
 
-// tfm.to_bf16 (encode's cross K/V under tfm-lower-kv-precision): chunks over the threads, each
-// converted with AVX512-BF16 where the CPU has it.
+// tfm.to_bf16 (encode's cross K/V under tfm-lower-kv-precision): gemm::toBf16 (the bf16 GEMMs'
+// operand conversion: AVX512-BF16, chunks over the threads) where the CPU has it, else per element.
 class FastToBf16 final : public Kernel {
 public:
   const char *name() const override { return avx512Bf16_ ? "fast.to_bf16_avx512bf16" : "fast.to_bf16"; }
@@ -43,12 +43,11 @@ public:
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
-    constexpr int64_t kChunk = 4096;  // even: every chunk but the last is whole pairs
     const int64_t n = a.inputs[0].numel();
     const float *x = a.inputs[0].as<float>();
     uint16_t *y = a.outputs[0].as<uint16_t>();
-#pragma omp parallel for schedule(static) if (n >= 8 * kChunk)
-    for (int64_t c = 0; c < n; c += kChunk) decode::rowToBf16(x + c, std::min(kChunk, n - c), y + c, avx512Bf16_);
+    if (avx512Bf16_) gemm::toBf16(x, n, y);
+    else decode::rowToBf16(x, n, y, false);
     return Status::OK();
   }
 
