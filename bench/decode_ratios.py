@@ -9,7 +9,13 @@ time, sentences/s, BLEU, the speed-up (of the medians, and each round's own) and
       [--bf16-model small-x-bf16.tfmx]
 
 Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work counts and the
-spec's dims, --spec) and so the bound on the speed-up if both ran their GEMMs at the same rate.
+spec's dims, --spec) and so the speed-up if both ran at the same FLOP rate. With gemm_bench
+(--gemm-bench, default build/bin/gemm_bench when built; every round, between the translations)
+it also prints a floor under the cached run's time: its GEMM work alone at the rates gemm_bench
+measures for the same products on their own (the 19 GEMMs of a decode step at 128 rows and the
+15 of `encode` at 1024 positions, weights hot, nothing else running) -- no attention, softmax,
+search or cache update -- and the speed-up that floor would allow against the full-prefix run;
+and the same at the box's FMA peak (fma_peak). The bound assumes the small spec's dims.
 
 With --bf16-model (the same spec compiled with --precision=bf16), every round also translates
 with it (cached, right after the f32 cached run) and the bf16 / f32 speed-up (of the medians, and
@@ -70,6 +76,27 @@ def spec_dims(path):
     return dims
 
 
+def gemm_rates(path):
+    """GFLOP/s of gemm_bench's decode-step sequence (128 rows), encode sequence (1024 positions)
+    and FMA peak, measured now."""
+    text = subprocess.run([path, "--benchmark_filter=^(decoder_step/panel/M:128|encoder_block/panel/M:1024|fma_peak)",
+                           "--benchmark_min_time=0.2"], check=True, capture_output=True, text=True).stdout
+    rate = {}
+    for key, name in (("step", "decoder_step/panel/M:128"), ("encode", "encoder_block/panel/M:1024"),
+                      ("peak", "fma_peak")):
+        m = re.search(re.escape(name) + r"\S*\s.*GFLOP/s=([0-9.]+)", text)
+        if not m:
+            sys.exit(f"gemm_bench printed no {name} rate:\n{text}")
+        rate[key] = float(m.group(1))
+    return rate
+
+
+def encoder_macs(dims, counts):
+    """The part of gemm_macs() that `encode` does (the same in both paths)."""
+    d, ff, E, L = (dims[k] for k in ("d_model", "d_ff", "encoder_layers", "decoder_layers"))
+    return counts[0] * (E * (4 * d * d + 2 * d * ff) + L * 2 * d * d)
+
+
 def gemm_macs(dims, counts):
     """GEMM multiply-adds of a run from its work counts: encoder layers and the cross-attention
     K/V projections per source position; per decoder position the decoder layers' projections
@@ -95,6 +122,9 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--batch", type=int, default=0, help="sentences in flight, both paths (default: tfmc's, 128 / beam)")
     p.add_argument("--bf16-model", default="")
+    default_bench = os.path.join(ROOT, "build", "bin", "gemm_bench")
+    p.add_argument("--gemm-bench", default=default_bench if os.path.exists(default_bench) else "",
+                   help="gemm_bench, for the floor under the cached time ('' to skip)")
     p.add_argument("--spec", default=os.path.join(ROOT, "models", "small.yaml"),
                    help="the model's spec, for the FLOP bound")
     args = p.parse_args()
@@ -104,6 +134,7 @@ def main():
         for beam in [int(b) for b in args.beams.split(",")]:
             times = {True: [], False: [], "bf16": []}
             info = {}
+            rates = []
             for r in range(args.rounds):
                 # bf16 right after the f32 cached run it is compared with, so each round's pair
                 # shares the machine's state.
@@ -115,6 +146,8 @@ def main():
                         secs, calls, bleu = translate(args, beam, cache, out)
                     times[cache].append(secs)
                     info[cache] = (calls, bleu, open(out, encoding="utf-8").read())
+                if args.gemm_bench:
+                    rates.append(gemm_rates(args.gemm_bench))
             same = info[True][2] == info[False][2]
             n = info[True][2].count("\n")
             c, f = statistics.median(times[True]), statistics.median(times[False])
@@ -132,6 +165,20 @@ def main():
             print(f"beam {beam}: GEMM work cached {2 * mc / 1e9:.1f} GFLOP, full prefix {2 * mf / 1e9:.1f} GFLOP: "
                   f"bound on the speed-up at equal GEMM rates {mf / mc:.2f}x; rates cached {2 * mc / c / 1e9:.0f}, "
                   f"full prefix {2 * mf / f / 1e9:.0f} GFLOP/s")
+            if rates:
+                me = encoder_macs(dims, work(args, beam, True, os.path.join(tmp, "w.txt")))
+                # Per round: that round's full-prefix time over the floor from that round's rates.
+                floors = [2 * (mc - me) / (r["step"] * 1e9) + 2 * me / (r["encode"] * 1e9) for r in rates]
+                peaks = [2 * mc / (r["peak"] * 1e9) for r in rates]
+                allowed = sorted(x / y for x, y in zip(times[False], floors))
+                at_peak = sorted(x / y for x, y in zip(times[False], peaks))
+                med = {k: statistics.median(r[k] for r in rates) for k in ("step", "encode", "peak")}
+                print(f"beam {beam}: GEMMs alone (gemm_bench, per round: decode step {med['step']:.0f}, encode "
+                      f"{med['encode']:.0f}, FMA peak {med['peak']:.0f} GFLOP/s): the cached run's GEMM work takes >= "
+                      f"{statistics.median(floors):.2f} s, so its speed-up is <= {allowed[0]:.2f}-{allowed[-1]:.2f}x "
+                      f"with nothing but its GEMMs; at the FMA peak (>= {statistics.median(peaks):.2f} s) "
+                      f"<= {at_peak[0]:.2f}-{at_peak[-1]:.2f}x; its other work took "
+                      f"{c - statistics.median(floors):.2f} s of the {c:.2f} s")
             if args.bf16_model:
                 b = statistics.median(times["bf16"])
                 changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))

@@ -9,15 +9,21 @@
 // decoder_step/M: the 19 GEMMs of one small-spec decode step in sequence (per layer: QKV, self
 // output, cross query, cross output, FFN in, FFN out; then the vocabulary), so 19 MB of weights
 // cycle through the caches as in translation, unlike the single-shape rows whose one weight stays
-// hot.
+// hot. encoder_block/M: the 15 GEMMs of the small spec's `encode` (per layer: QKV, output, FFN in,
+// FFN out; then every decoder layer's cross K/V projection) over M source positions.
+// These two give bench/decode_ratios.py the rates of a cached translation's GEMMs on their own.
+// fma_peak: independent AVX-512 (else AVX2) FMAs on 2 threads, no memory: the arithmetic ceiling.
 // panel_bf16 rows: the same products compiled for bf16 (weight_layout packed_bf16).
 // weight_grad_NxK rows: training's weight gradients, tfmc's AVX2 kernel vs oneDNN (see below).
 // Compare the "panel" and "onednn" rows of one run only (machine noise: see README).
+#include <immintrin.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -100,23 +106,37 @@ void runGemm(benchmark::State &state, const GemmShape &s, bool panel, const char
       benchmark::Counter(2.0 * double(m) * double(s.k) * double(s.n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
-  const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
-  bench::Builder f("decoder_step", "gemm_bench");
-  std::map<std::string, tfmrt::Tensor> weights;
-  auto param = [&](const std::string &name, std::vector<int64_t> shape) {
+// Builds chains of tfm.linear (bias, optional residual) with random weights, for the sequence
+// benchmarks below.
+struct LinearGraph {
+  LinearGraph(bench::Builder &builder, const char *layout)
+      : f(builder), packed{{"weight_layout", AttrValue::ofString(layout)}}, relu(packed) {
+    relu["activation"] = AttrValue::ofString("relu");
+  }
+  uint32_t param(const std::string &name, std::vector<int64_t> shape) {
     weights[name] = randomTensor(shape, weights.size() + 1);
     return f.param(name, shape);
-  };
-  const std::map<std::string, AttrValue> packed{{"weight_layout", AttrValue::ofString(layout)}};
-  auto relu = packed;
-  relu["activation"] = AttrValue::ofString("relu");
-  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
-                    int residual = -1) {
+  }
+  uint32_t linear(uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
+                  int residual = -1) {
     std::vector<uint32_t> in{x, param(name + ".w", {n, k}), param(name + ".b", {n})};
     if (residual >= 0) in.push_back(uint32_t(residual));
     return f.op("tfm.linear", in, {-1, n}, a);
-  };
+  }
+  bench::Builder &f;
+  std::map<std::string, tfmrt::Tensor> weights;
+  std::map<std::string, AttrValue> packed, relu;
+};
+
+void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
+  const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
+  bench::Builder f("decoder_step", "gemm_bench");
+  LinearGraph g(f, layout);
+  auto &weights = g.weights;
+  auto &packed = g.packed, &relu = g.relu;
+  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
+                    int residual = -1) { return g.linear(x, n, k, name, a, residual); };
+  auto param = [&](const std::string &name, std::vector<int64_t> shape) { return g.param(name, shape); };
   uint32_t h = f.input("x", DType::F32, {-1, d});
   for (int l = 0; l < 3; ++l) {
     const std::string p = "layer" + std::to_string(l);
@@ -137,6 +157,83 @@ void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
     if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
   const double flops = 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void runEncoderBlock(benchmark::State &state) {
+  const int64_t m = state.range(0), d = 256, ff = 1024, layers = 3;
+  bench::Builder f("encoder_block", "gemm_bench");
+  LinearGraph g(f, "packed");
+  auto &weights = g.weights;
+  auto &packed = g.packed, &relu = g.relu;
+  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
+                    int residual = -1) { return g.linear(x, n, k, name, a, residual); };
+  uint32_t h = f.input("x", DType::F32, {-1, d});
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "layer" + std::to_string(l);
+    const uint32_t qkv = linear(h, 3 * d, d, p + ".qkv", packed);
+    const uint32_t q = f.op("tfm.slice_last", {qkv}, {-1, d}, {{"offset", AttrValue::ofInt(0)}, {"size", AttrValue::ofInt(d)}});
+    const uint32_t h1 = linear(q, d, d, p + ".out", packed, int(h));
+    h = linear(linear(h1, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h1));
+  }
+  // The cross K/V projections read the memory; summed into one result so every one is live.
+  uint32_t y = linear(h, 2 * d, d, "cross0", packed);
+  for (int l = 1; l < layers; ++l) y = linear(h, 2 * d, d, "cross" + std::to_string(l), packed, int(y));
+  std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
+  auto model = loadAndWarm(state, f.finish(y), weights, true, in, out);
+  if (!model) return;
+  for (auto _ : state)
+    if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
+  const double flops = 2.0 * double(m) * double(layers) * (4.0 * d * d + 2.0 * d * ff + 2.0 * d * d);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// 12 independent accumulators per thread (two FMA pipes x four cycles of latency, with room).
+__attribute__((target("avx512f"))) float fmaLoop(int64_t iterations, float seed) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(seed * float(j));
+  const __m512 b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-4f);
+  for (int64_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], b, c);
+  __m512 sum = acc[0];
+  for (int j = 1; j < 12; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  return _mm512_reduce_add_ps(sum);
+}
+
+// The same on 8 lanes, for CPUs without AVX-512.
+__attribute__((target("avx2,fma"))) float fmaLoopAvx2(int64_t iterations, float seed) {
+  __m256 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(seed * float(j));
+  const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-4f);
+  for (int64_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], b, c);
+  float sum = 0;
+  alignas(32) float lanes[8];
+  for (int j = 0; j < 12; ++j) {
+    _mm256_store_ps(lanes, acc[j]);
+    for (float x : lanes) sum += x;
+  }
+  return sum;
+}
+
+void runFmaPeak(benchmark::State &state) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    state.SkipWithError("neither AVX-512 nor AVX2 with FMA on this CPU");
+    return;
+  }
+  const int64_t iterations = 1 << 22;
+  auto loop = avx512 ? fmaLoop : fmaLoopAvx2;
+  float sinks[2] = {0, 0};
+  for (auto _ : state) {
+    std::thread other([&] { sinks[1] += loop(iterations, 2e-3f); });
+    sinks[0] += loop(iterations, 1e-3f);
+    other.join();
+  }
+  benchmark::DoNotOptimize(sinks[0] + sinks[1]);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 2 * double(iterations) * 12 * (avx512 ? 16 : 8) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Weight gradients dW [N, K] = dy^T x over R = 3000 rows (a small-spec batch's tokens): tfmc's
@@ -177,8 +274,11 @@ const int kRegistered = [] {
         ->Arg(1)
         ->Arg(8)
         ->Arg(32)
+        ->Arg(115)
         ->Arg(128)
         ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("encoder_block/panel", runEncoderBlock)->ArgName("M")->Arg(1024)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("fma_peak", runFmaPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
   for (const GemmShape &s : kShapes)
     for (int variant = 0; variant < 4; ++variant)
       benchmark::RegisterBenchmark(
