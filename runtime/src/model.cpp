@@ -2,6 +2,7 @@
 // preparation (once, at load).
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
 
 #include "format.h"
 #include "kernels/gemm/packed_gemm.h"
@@ -231,6 +232,7 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
 Status Session::bindStates(const std::vector<int64_t> &dims) {
   const Artifact &a = impl_->model->artifact;
   std::vector<Shape> shapes(a.states.size());
+  double totalBytes = 0;
   for (size_t i = 0; i < a.states.size(); ++i) {
     const StateInfo &st = a.states[i];
     if (isStaticState(st)) continue;
@@ -250,8 +252,15 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
     int64_t numel;
     if (!checkedNumel(shape, int64_t(1) << 36, numel))
       return invalidArgument(cat("bindStates: state '", st.name, "' of shape ", shapeStr(shape), " is too large"));
+    totalBytes += double(numel) * double(dtypeSize(st.dtype));
     shapes[i] = std::move(shape);
   }
+  // Each cache alone may fit while all of them do not (the mappings succeed; touching them gets
+  // the process killed): refuse the whole set up front.
+  if (const uint64_t physical = physicalMemoryBytes(); physical && totalBytes > double(physical))
+    return invalidArgument(cat("bindStates: the session's state needs ", std::fixed, std::setprecision(1),
+                               totalBytes / double(1 << 30), " GiB, more than this machine's ",
+                               double(physical) / double(1 << 30), " GiB of memory"));
   try {
     for (size_t i = 0; i < shapes.size(); ++i) {
       if (isStaticState(a.states[i])) continue;

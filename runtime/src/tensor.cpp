@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <new>
 #include <utility>
 
@@ -43,6 +44,11 @@ Tensor make(DType dtype, std::vector<int64_t> shape, const std::vector<T> &value
 
 Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape(std::move(shape_)) {
   allocate(nbytes());
+}
+
+uint64_t physicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : 0;
 }
 
 Tensor Tensor::largeBuffer(DType dtype, std::vector<int64_t> shape, Pages pages) {
@@ -121,6 +127,10 @@ void Tensor::allocate(size_t bytes, Storage storage, bool zero) {
   const size_t align = mapping ? kHugePage : kAlign;
   size_t rounded = (bytes + align - 1) / align * align;
   if (mapping) {
+    // Linux maps far more than it has (overcommit) and kills the process when the pages are
+    // touched: refuse here, where the caller can still report it (`--beam 100000` was killed).
+    const uint64_t physical = physicalMemoryBytes();
+    if (physical && rounded > physical) throw std::bad_alloc();
     // A mapping of its own, aligned to 2 MiB: its pages are zero when first touched, so they are
     // neither populated nor cleared here (a K/V cache of 96 MB was zeroed twice, by the kernel
     // and by memset: 0.12-0.16 s of a 2.5 s translation).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -280,6 +281,15 @@ int translateCommand(const CommandLine &cl) {
     std::cerr << "tfmc translate: error: --output-format must be text, pieces or ids, got '" << format << "'\n";
     return 2;
   }
+  // Options held in an int: a value beyond its range must not wrap into a valid one (--beam
+  // 9999999999999 became 1316134911).
+  for (const char *name : {"beam", "n-best", "top-k", "no-repeat-ngram-size"}) {
+    const long long v = cl.getInt(name, 0);
+    if (v < INT32_MIN || v > INT32_MAX) {
+      std::cerr << "tfmc translate: error: --" << name << " " << v << " is out of range\n";
+      return 2;
+    }
+  }
   job.batch = cl.getInt("batch", 1);  // the default depends on --beam: set below
   job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
   job.nBest = int(cl.getInt("n-best", 1));
@@ -343,7 +353,7 @@ int translateCommand(const CommandLine &cl) {
   search.temperature = cl.getDouble("temperature", 1.0);
   search.seed = uint64_t(cl.getInt("seed", 0));
   search.minLength = cl.getInt("min-length", 0);
-  search.noRepeatNgram = int(std::clamp<long long>(cl.getInt("no-repeat-ngram-size", 0), -1, 1 << 20));
+  search.noRepeatNgram = int(cl.getInt("no-repeat-ngram-size", 0));
   search.maxLengthRatio = cl.getDouble("max-length-ratio", search.maxLengthRatio);
   search.maxLengthOffset = cl.getInt("max-length-offset", search.maxLengthOffset);
   const bool scoring = cl.has("score-reference");

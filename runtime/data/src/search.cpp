@@ -193,7 +193,11 @@ public:
     // length-sorted corpus) would otherwise re-allocate the cache at nearly every call.
     int64_t steps = 16;
     while (steps < maxSteps) steps *= 2;
-    TFMRT_RETURN_IF_ERROR(session_->bindStates({maxRows, std::max(maxSteps, std::min(steps, maxLen_))}));
+    const int64_t positions = std::max(maxSteps, std::min(steps, maxLen_));
+    if (Status st = session_->bindStates({maxRows, positions}); !st.ok())
+      return Status(st.code(), "the K/V cache for " + std::to_string(maxRows) + " hypotheses (sentences in flight x beam) of " +
+                                   std::to_string(positions) + " positions: " + st.message() +
+                                   " (lower --batch or --beam)");
     buffers_.reset(slots, maxSource);
     return Status::OK();
   }

@@ -39,6 +39,8 @@ struct Tensor {
   };
   // Zero-filled like Tensor(dtype, shape), in a mapping of its own: for long-lived buffers of
   // hundreds of MB, whose first touch on 4 KiB heap pages is slow. Copies are ordinary tensors.
+  // Throws std::bad_alloc for more than the machine's physical memory (the mapping itself would
+  // succeed, and touching it get the process killed).
   static Tensor largeBuffer(DType dtype, std::vector<int64_t> shape, Pages pages = Pages::Huge);
   // Storage for dtype x shape with unspecified contents: for loaders that overwrite every byte
   // (zeroing first would touch every page twice).
@@ -71,6 +73,9 @@ private:
   size_t capacity_ = 0;
   bool mapped_ = false;  // storage_ is an anonymous mapping (largeBuffer), aligned to 2 MiB
 };
+
+// The machine's physical memory in bytes (0 if unknown).
+uint64_t physicalMemoryBytes();
 
 // bfloat16 is the upper half of an f32: widening is exact; narrowing rounds to nearest, ties to
 // even (NaN stays NaN).

@@ -294,6 +294,16 @@ TEST(Tensor, LargeBufferIsZeroedAlignedAndCopyable) {
   }
 }
 
+// More than the machine's memory is refused with std::bad_alloc (which Session::run reports as
+// "out of memory") instead of a mapping that gets the process killed when it is touched.
+TEST(Tensor, LargeBufferBeyondPhysicalMemoryThrows) {
+  const uint64_t physical = tfmrt::physicalMemoryBytes();
+  ASSERT_GT(physical, uint64_t(1) << 28);  // Linux reports it; every test machine has > 256 MiB
+  EXPECT_THROW(tfmrt::Tensor::largeBuffer(tfmrt::DType::Bool, {int64_t(physical + (uint64_t(1) << 30))}), std::bad_alloc);
+  EXPECT_THROW(tfmrt::Tensor::largeBuffer(tfmrt::DType::F32, {int64_t(physical / 2)}, tfmrt::Tensor::Pages::OnTouch),
+               std::bad_alloc);  // 2x physical in bytes
+}
+
 // Whole-file reads: one open and one fstat per file, so the checks describe the file read.
 // A FIFO is refused at once instead of blocking for a writer.
 namespace tfmrt::test {
