@@ -117,8 +117,11 @@ int benchCommand(const CommandLine &cl) {
               << tgtLen << "\n";
     return 2;
   }
-  const int64_t rounds = std::max<long long>(1, cl.getInt("rounds", 3));
-  const int64_t iters = std::max<long long>(1, cl.getInt("iters", 3));
+  const int64_t rounds = cl.getInt("rounds", 3), iters = cl.getInt("iters", 3);
+  if (rounds < 1 || iters < 1) {  // were raised to 1 silently
+    std::cerr << "tfmc bench: error: --rounds and --iters must be >= 1, got " << rounds << " and " << iters << "\n";
+    return 2;
+  }
   const double peak = double(cl.getInt("peak-gflops", 450));
 
   // Full-length rows (no padding), ids away from the special tokens.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iomanip>
 
 #include "format.h"
 #include "memory_planner.h"
@@ -115,6 +116,10 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
 
   // Bind every value to memory: caller inputs, weights, constants, weight-derived buffers, arena
   // slices.
+  if (const uint64_t physical = physicalMemoryBytes(); physical && plan->arenaBytes > physical)
+    return invalidArgument(cat(entryStr(fn), ": its intermediate values need ", std::fixed, std::setprecision(1),
+                               double(plan->arenaBytes) / double(1 << 30), " GiB, more than this machine's ",
+                               double(physical) / double(1 << 30), " GiB of memory (a smaller batch needs less)"));
   if (er.arena.nbytes() < plan->arenaBytes) {
     // Grown by at least a quarter: the plan follows the run-time dims, and a length-sorted test
     // set asked for a slightly larger encode arena (fresh pages, zeroed) at nearly every batch.

@@ -263,6 +263,10 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   rs.tgtLen = cl.getInt("tgt-len", -1);
   rs.iters = cl.getInt("iters", 1);
   rs.threads = cl.getInt("threads", 0);
+  if (rs.iters < 1) {  // was run once silently
+    std::cerr << "tfmc " << cmd << ": error: --iters must be >= 1, got " << rs.iters << "\n";
+    return false;
+  }
   if (rs.threads < 0 || rs.threads > tfmrt::kMaxThreads) {
     std::cerr << "tfmc " << cmd << ": error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << rs.threads << "\n";
     return false;
