@@ -12,16 +12,25 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
   lines.clear();
+  // Split on '\n' by hand: gzgets hands back C strings, so a NUL byte cut its line short and the
+  // rest of it ran into the next line, which shifted every later line (a translation out of
+  // step with its references, a training pair out of step with its other side).
   std::string line;
+  auto finishLine = [&] {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    line.clear();
+  };
   char buf[1 << 16];
-  while (gzgets(f, buf, sizeof buf)) {
-    line += buf;
-    if (!line.empty() && line.back() == '\n') {
-      line.pop_back();
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      lines.push_back(std::move(line));
-      line.clear();
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    const char *p = buf, *end = buf + n;
+    while (const char *nl = static_cast<const char *>(std::memchr(p, '\n', size_t(end - p)))) {
+      line.append(p, size_t(nl - p));
+      finishLine();
+      p = nl + 1;
     }
+    line.append(p, size_t(end - p));
   }
   const int readErrno = errno;
   int err = 0;
@@ -32,7 +41,7 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
   gzclose(f);
   if (err != Z_OK && err != Z_STREAM_END) return tfmrt::ioError("cannot read '" + path + "': " + why);
-  if (!line.empty()) lines.push_back(std::move(line));  // last line without a newline
+  if (!line.empty()) finishLine();  // the last line, without a newline
   return tfmrt::Status::OK();
 }
 

@@ -35,6 +35,13 @@ TEST(Corpus, ReadsGzipAndPlainLines) {
   std::ofstream(plain) << "x\ny\n";
   ASSERT_TRUE(tfmdata::readLines(plain, lines).ok());
   EXPECT_EQ(lines, (std::vector<std::string>{"x", "y"}));
+  // A NUL byte stays inside its line (it cut the line short and merged the rest into the next);
+  // lines longer than the read buffer come whole.
+  const std::string nul = testing::TempDir() + "/nul.txt";
+  const std::string longLine(200000, 'z');
+  std::ofstream(nul, std::ios::binary) << "a\n" << std::string("b\0c", 3) << "\n" << longLine << "\nd\n";
+  ASSERT_TRUE(tfmdata::readLines(nul, lines).ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", std::string("b\0c", 3), longLine, "d"}));
   tfmrt::Status s = tfmdata::readLines(testing::TempDir() + "/nope.gz", lines);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
