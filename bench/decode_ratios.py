@@ -177,8 +177,8 @@ def main():
                       f"{med['encode']:.0f}, FMA peak {med['peak']:.0f} GFLOP/s): the cached run's GEMM work takes >= "
                       f"{statistics.median(floors):.2f} s, so its speed-up is <= {allowed[0]:.2f}-{allowed[-1]:.2f}x "
                       f"with nothing but its GEMMs; at the FMA peak (>= {statistics.median(peaks):.2f} s) "
-                      f"<= {at_peak[0]:.2f}-{at_peak[-1]:.2f}x; its other work took "
-                      f"{c - statistics.median(floors):.2f} s of the {c:.2f} s")
+                      f"<= {at_peak[0]:.2f}-{at_peak[-1]:.2f}x; the rest of its {c:.2f} s (what is not a GEMM, and "
+                      f"its GEMMs running below their rates alone): {c - statistics.median(floors):.2f} s")
             if args.bf16_model:
                 b = statistics.median(times["bf16"])
                 changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))
