@@ -47,8 +47,12 @@ Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape
 }
 
 uint64_t physicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : 0;
+  // Once: Session::run asks at every call (a sysinfo system call each time otherwise).
+  static const uint64_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? uint64_t(pages) * uint64_t(size) : uint64_t(0);
+  }();
+  return bytes;
 }
 
 Tensor Tensor::largeBuffer(DType dtype, std::vector<int64_t> shape, Pages pages) {
