@@ -163,7 +163,8 @@ def main():
             dims = spec_dims(args.spec)
             mc, mf = (gemm_macs(dims, work(args, beam, c, os.path.join(tmp, "w.txt"))) for c in (True, False))
             print(f"beam {beam}: GEMM work cached {2 * mc / 1e9:.1f} GFLOP, full prefix {2 * mf / 1e9:.1f} GFLOP: "
-                  f"bound on the speed-up at equal GEMM rates {mf / mc:.2f}x; rates cached {2 * mc / c / 1e9:.0f}, "
+                  f"FLOP ratio {mf / mc:.2f}x (the speed-up if both ran at the same FLOP rate; not a bound: the full-prefix "
+                  f"run also has more work that is not a GEMM); rates cached {2 * mc / c / 1e9:.0f}, "
                   f"full prefix {2 * mf / f / 1e9:.0f} GFLOP/s")
             if rates:
                 me = encoder_macs(dims, work(args, beam, True, os.path.join(tmp, "w.txt")))
