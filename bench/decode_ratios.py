@@ -161,13 +161,14 @@ def main():
                   f"BLEU {info[True][1]:.2f} / {info[False][1]:.2f}; translations "
                   f"{'identical' if same else 'DIFFERENT'} ({n} sentences); rounds {times[True]} vs {times[False]}")
             dims = spec_dims(args.spec)
-            mc, mf = (gemm_macs(dims, work(args, beam, c, os.path.join(tmp, "w.txt"))) for c in (True, False))
+            counts = {cache: work(args, beam, cache, os.path.join(tmp, "w.txt")) for cache in (True, False)}
+            mc, mf = gemm_macs(dims, counts[True]), gemm_macs(dims, counts[False])
             print(f"beam {beam}: GEMM work cached {2 * mc / 1e9:.1f} GFLOP, full prefix {2 * mf / 1e9:.1f} GFLOP: "
                   f"FLOP ratio {mf / mc:.2f}x (the speed-up if both ran at the same FLOP rate; not a bound: the full-prefix "
                   f"run also has more work that is not a GEMM); rates cached {2 * mc / c / 1e9:.0f}, "
                   f"full prefix {2 * mf / f / 1e9:.0f} GFLOP/s")
             if rates:
-                me = encoder_macs(dims, work(args, beam, True, os.path.join(tmp, "w.txt")))
+                me = encoder_macs(dims, counts[True])
                 # Per round: that round's full-prefix time over the floor from that round's rates.
                 floors = [2 * (mc - me) / (r["step"] * 1e9) + 2 * me / (r["encode"] * 1e9) for r in rates]
                 peaks = [2 * mc / (r["peak"] * 1e9) for r in rates]

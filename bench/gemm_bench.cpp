@@ -123,6 +123,15 @@ struct LinearGraph {
     if (residual >= 0) in.push_back(uint32_t(residual));
     return f.op("tfm.linear", in, {-1, n}, a);
   }
+  // Runs the graph ending in `y` on m x d random rows and reports `flops` per call as GFLOP/s.
+  void time(benchmark::State &state, uint32_t y, bool panel, int64_t m, int64_t d, double flops) {
+    std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
+    auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out);
+    if (!model) return;
+    for (auto _ : state)
+      if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  }
   bench::Builder &f;
   std::map<std::string, tfmrt::Tensor> weights;
   std::map<std::string, AttrValue> packed, relu;
@@ -132,59 +141,40 @@ void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
   const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
   bench::Builder f("decoder_step", "gemm_bench");
   LinearGraph g(f, layout);
-  auto &weights = g.weights;
-  auto &packed = g.packed, &relu = g.relu;
-  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
-                    int residual = -1) { return g.linear(x, n, k, name, a, residual); };
-  auto param = [&](const std::string &name, std::vector<int64_t> shape) { return g.param(name, shape); };
+  const auto &packed = g.packed, &relu = g.relu;
   uint32_t h = f.input("x", DType::F32, {-1, d});
   for (int l = 0; l < 3; ++l) {
     const std::string p = "layer" + std::to_string(l);
-    const uint32_t qkv = linear(h, 3 * d, d, p + ".qkv", packed);
+    const uint32_t qkv = g.linear(h, 3 * d, d, p + ".qkv", packed);
     const uint32_t q = f.op("tfm.slice_last", {qkv}, {-1, d}, {{"offset", AttrValue::ofInt(0)}, {"size", AttrValue::ofInt(d)}});
-    const uint32_t h1 = linear(q, d, d, p + ".self_out", packed, int(h));
-    const uint32_t c = linear(h1, d, d, p + ".cross_q", packed);
-    const uint32_t h2 = linear(c, d, d, p + ".cross_out", packed, int(h1));
-    h = linear(linear(h2, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h2));
+    const uint32_t h1 = g.linear(q, d, d, p + ".self_out", packed, int(h));
+    const uint32_t c = g.linear(h1, d, d, p + ".cross_q", packed);
+    const uint32_t h2 = g.linear(c, d, d, p + ".cross_out", packed, int(h1));
+    h = g.linear(g.linear(h2, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h2));
   }
   auto tb = packed;
   tb["transpose_b"] = AttrValue::ofInt(1);
-  const uint32_t y = f.op("tfm.matmul", {h, param("embedding", {vocab, d})}, {-1, vocab}, tb);
-  std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
-  auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out);
-  if (!model) return;
-  for (auto _ : state)
-    if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
-  const double flops = 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  const uint32_t y = f.op("tfm.matmul", {h, g.param("embedding", {vocab, d})}, {-1, vocab}, tb);
+  g.time(state, y, panel, m, d, 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab));
 }
 
 void runEncoderBlock(benchmark::State &state) {
   const int64_t m = state.range(0), d = 256, ff = 1024, layers = 3;
   bench::Builder f("encoder_block", "gemm_bench");
   LinearGraph g(f, "packed");
-  auto &weights = g.weights;
-  auto &packed = g.packed, &relu = g.relu;
-  auto linear = [&](uint32_t x, int64_t n, int64_t k, const std::string &name, const std::map<std::string, AttrValue> &a,
-                    int residual = -1) { return g.linear(x, n, k, name, a, residual); };
+  const auto &packed = g.packed, &relu = g.relu;
   uint32_t h = f.input("x", DType::F32, {-1, d});
   for (int l = 0; l < layers; ++l) {
     const std::string p = "layer" + std::to_string(l);
-    const uint32_t qkv = linear(h, 3 * d, d, p + ".qkv", packed);
+    const uint32_t qkv = g.linear(h, 3 * d, d, p + ".qkv", packed);
     const uint32_t q = f.op("tfm.slice_last", {qkv}, {-1, d}, {{"offset", AttrValue::ofInt(0)}, {"size", AttrValue::ofInt(d)}});
-    const uint32_t h1 = linear(q, d, d, p + ".out", packed, int(h));
-    h = linear(linear(h1, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h1));
+    const uint32_t h1 = g.linear(q, d, d, p + ".out", packed, int(h));
+    h = g.linear(g.linear(h1, ff, d, p + ".ffn_in", relu), d, ff, p + ".ffn_out", packed, int(h1));
   }
   // The cross K/V projections read the memory; summed into one result so every one is live.
-  uint32_t y = linear(h, 2 * d, d, "cross0", packed);
-  for (int l = 1; l < layers; ++l) y = linear(h, 2 * d, d, "cross" + std::to_string(l), packed, int(y));
-  std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
-  auto model = loadAndWarm(state, f.finish(y), weights, true, in, out);
-  if (!model) return;
-  for (auto _ : state)
-    if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
-  const double flops = 2.0 * double(m) * double(layers) * (4.0 * d * d + 2.0 * d * ff + 2.0 * d * d);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  uint32_t y = g.linear(h, 2 * d, d, "cross0", packed);
+  for (int l = 1; l < layers; ++l) y = g.linear(h, 2 * d, d, "cross" + std::to_string(l), packed, int(y));
+  g.time(state, y, true, m, d, 2.0 * double(m) * double(layers) * (4.0 * d * d + 2.0 * d * ff + 2.0 * d * d));
 }
 
 // 12 independent accumulators per thread (two FMA pipes x four cycles of latency, with room).
