@@ -92,7 +92,7 @@ def gemm_rates(path):
 
 
 def encoder_macs(dims, counts):
-    """The part of gemm_macs() that `encode` does (the same in both paths)."""
+    """The part of gemm_macs() that the cached decoder's `encode` does (memory and cross K/V)."""
     d, ff, E, L = (dims[k] for k in ("d_model", "d_ff", "encoder_layers", "decoder_layers"))
     return counts[0] * (E * (4 * d * d + 2 * d * ff) + L * 2 * d * d)
 
@@ -101,11 +101,12 @@ def gemm_macs(dims, counts):
     """GEMM multiply-adds of a run from its work counts: encoder layers and the cross-attention
     K/V projections per source position; per decoder position the decoder layers' projections
     (self Q/K/V and output, cross Q and output) and FFN; the vocabulary per row; the full-prefix
-    decoder also re-projects the memory's cross K/V per memory position. Attention's own products
-    are left out (under 1 % here)."""
+    decoder re-projects the memory's cross K/V per memory position instead (its `encode` computes
+    the memory only). Attention's own products are left out (under 1 % here)."""
     d, ff, E, L, V = (dims[k] for k in ("d_model", "d_ff", "encoder_layers", "decoder_layers", "tgt_vocab_size"))
     encoded, rows, positions, memory = counts
-    return (encoded * (E * (4 * d * d + 2 * d * ff) + L * 2 * d * d) + positions * L * (6 * d * d + 2 * d * ff)
+    cross = L * 2 * d * d if memory == 0 else 0  # memory positions re-projected: the full-prefix decoder
+    return (encoded * (E * (4 * d * d + 2 * d * ff) + cross) + positions * L * (6 * d * d + 2 * d * ff)
             + rows * d * V + memory * L * 2 * d * d)
 
 

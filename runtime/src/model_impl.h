@@ -74,6 +74,8 @@ struct EntryRun {
   std::vector<void *> data;      // per value id
   std::vector<TensorRef> refs;   // operands then results of the node being run
   std::vector<uint8_t> direct;   // per entry output: computed straight into the caller's tensor
+  // run() with a `wanted` mask: the nodes it runs (of runNodes, in order), per mask seen.
+  std::map<std::vector<bool>, std::vector<size_t>> prunedNodes;
 };
 
 struct Model::Impl {
@@ -116,7 +118,8 @@ struct Session::Impl {
   bool staticAllocated = false;
   void allocateStaticStates();  // once; throws std::bad_alloc
   void zeroStaticStates();
-  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
+             const std::vector<bool> *wanted = nullptr);
   Status buildShapePlan(EntryState &state, const std::vector<Tensor> &inputs, ShapePlan &plan);
 };
 

@@ -36,17 +36,40 @@ Status checkInputs(const EntryFunction &fn, const std::vector<Tensor> &inputs) {
   return Status::OK();
 }
 
-}  // namespace
-
-Status Model::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
-  return impl_->session->run(entry, inputs, outputs);
+// The nodes of runNodes that the wanted outputs depend on, and every node that updates state or
+// weights in place (a cache write, Adam); cached per mask.
+const std::vector<size_t> &prunedNodes(const EntryState &state, EntryRun &er, const std::vector<bool> &wanted) {
+  auto found = er.prunedNodes.find(wanted);
+  if (found != er.prunedNodes.end()) return found->second;
+  const EntryFunction &fn = *state.fn;
+  std::vector<uint8_t> needed(fn.values.size(), 0);
+  for (size_t o = 0; o < fn.outputs.size(); ++o)
+    if (wanted[o]) needed[fn.outputs[o]] = 1;
+  std::vector<size_t> kept;
+  for (auto it = state.runNodes.rbegin(); it != state.runNodes.rend(); ++it) {
+    const Node &node = fn.nodes[*it];
+    bool live = node.op == "tfm.adam_update";
+    for (uint32_t v : node.outputs) live = live || needed[v] || fn.values[v].kind != ValueKind::Intermediate;
+    if (!live) continue;
+    kept.push_back(*it);
+    for (uint32_t v : node.inputs) needed[v] = 1;
+  }
+  std::reverse(kept.begin(), kept.end());
+  return er.prunedNodes.emplace(wanted, std::move(kept)).first->second;
 }
 
-Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+}  // namespace
+
+namespace {
+
+// Session::run's two forms: one call at a time per model, the session's thread count, and no
+// exception past the API.
+Status runGuarded(Session::Impl &impl, const std::string &entry, const std::vector<Tensor> &inputs,
+                  std::vector<Tensor> &outputs, const std::vector<bool> *wanted) {
   try {
-    std::lock_guard<std::mutex> lock(impl_->model->callMutex);
-    OmpThreadsScope threads(impl_->model->options.num_threads);
-    return impl_->run(entry, inputs, outputs);
+    std::lock_guard<std::mutex> lock(impl.model->callMutex);
+    OmpThreadsScope threads(impl.model->options.num_threads);
+    return impl.run(entry, inputs, outputs, wanted);
   } catch (const std::bad_alloc &) {
     return internalError(cat("entry '", entry, "': out of memory"));
   } catch (const std::exception &e) {
@@ -54,7 +77,23 @@ Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs,
   }
 }
 
-Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+}  // namespace
+
+Status Model::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  return impl_->session->run(entry, inputs, outputs);
+}
+
+Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs) {
+  return runGuarded(*impl_, entry, inputs, outputs, nullptr);
+}
+
+Status Session::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
+                    const std::vector<bool> &wanted) {
+  return runGuarded(*impl_, entry, inputs, outputs, &wanted);
+}
+
+Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
+                          const std::vector<bool> *wanted) {
   Model::Impl &m = *model;
   const Artifact &artifact = m.artifact;
   EntryState *state = m.findEntry(entry);
@@ -69,6 +108,10 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   if (!m.hasWeights && !artifact.params.empty())
     return invalidArgument(cat(entryStr(fn), ": weights are not set: call initWeights(seed) or loadWeights(path) before run()"));
   TFMRT_RETURN_IF_ERROR(checkInputs(fn, inputs));
+  if (wanted && wanted->size() != fn.outputs.size())
+    return invalidArgument(cat(entryStr(fn), ": ", wanted->size(), " flags for which outputs to compute, but it has ",
+                               fn.outputs.size(), " outputs"));
+  const std::vector<size_t> &nodes = wanted ? prunedNodes(*state, er, *wanted) : state->runNodes;
   if (state->usesDynamicState && !dynamicBound)
     return invalidArgument(cat(entryStr(fn), " uses session state (a K/V cache): bind it with Session::bindStates "
                                   "before run()"));
@@ -143,6 +186,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   er.direct.assign(fn.outputs.size(), 0);
   for (size_t o = 0; o < fn.outputs.size() && !aliased; ++o) {
     const uint32_t v = fn.outputs[o];
+    if (wanted && !(*wanted)[o]) continue;
     if (fn.values[v].kind != ValueKind::Intermediate || state->knownBeforeRun[v]) continue;
     if (std::count(fn.outputs.begin(), fn.outputs.end(), v) != 1) continue;
     outputs[o].resize(fn.values[v].dtype, plan->shapes[v]);
@@ -179,7 +223,7 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   };
 
   const bool profiling = m.options.profile;
-  for (size_t i : state->runNodes) {
+  for (size_t i : nodes) {
     const Node &node = fn.nodes[i];
     TensorRef *refs = er.refs.data();
     size_t r = 0;
@@ -210,6 +254,10 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
     std::vector<Tensor> results(fn.outputs.size());
     for (size_t o = 0; o < fn.outputs.size(); ++o) {
       const uint32_t v = fn.outputs[o];
+      if (wanted && !(*wanted)[o]) {
+        results[o].resize(fn.values[v].dtype, {0});
+        continue;
+      }
       results[o].resize(fn.values[v].dtype, plan->shapes[v]);
       if (results[o].nbytes()) std::memcpy(results[o].rawData(), er.data[v], results[o].nbytes());
     }
@@ -220,6 +268,10 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
   for (size_t o = 0; o < fn.outputs.size(); ++o) {
     if (er.direct[o]) continue;  // already written in place
     const uint32_t v = fn.outputs[o];
+    if (wanted && !(*wanted)[o]) {
+      outputs[o].resize(fn.values[v].dtype, {0});
+      continue;
+    }
     outputs[o].resize(fn.values[v].dtype, plan->shapes[v]);
     if (outputs[o].nbytes()) std::memcpy(outputs[o].rawData(), er.data[v], outputs[o].nbytes());
   }

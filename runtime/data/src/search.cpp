@@ -135,9 +135,10 @@ struct SlotBuffers {
     maxSource = maxSourceTokens;
     sized = false;
   }
+  std::vector<bool> wanted;  // encode's outputs to compute (empty: all)
   Status encode(tfmrt::Session &session, const Tensor &sources) {
     block = sources;
-    return session.run("encode", {sources}, encoded);
+    return wanted.empty() ? session.run("encode", {sources}, encoded) : session.run("encode", {sources}, encoded, wanted);
   }
   // Row rows[i] of the block into slot slots[i].
   void store(const std::vector<int32_t> &rows, const std::vector<int32_t> &slotsOf, int32_t pad) {
@@ -249,9 +250,11 @@ private:
 // in flight.
 class FullPrefixDecoder final : public Translator::Decoder {
 public:
-  FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad)
+  FullPrefixDecoder(std::unique_ptr<tfmrt::Session> session, int32_t bos, int32_t pad, size_t encodeOutputs)
       : session_(std::move(session)), bos_(bos), pad_(pad) {
-    buffers_.count = 1;  // the memory
+    buffers_.count = 1;  // the memory; encode's cross K/V (the cached decoder's) are not computed
+    buffers_.wanted.assign(encodeOutputs, false);
+    buffers_.wanted[0] = true;
   }
   bool normalised() const override { return false; }
   bool continuous() const override { return false; }
@@ -398,7 +401,8 @@ Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<
     const bool perRow = fn.inputs.size() > 1 && fn.values[fn.inputs[1]].shape.size() == 1;
     out = std::make_unique<CachedDecoder>(std::move(session), o.bos, o.pad, o.maxLen, perRow);
   } else {
-    out = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos, o.pad);
+    const size_t encodeOutputs = model.artifact().findFunction("encode")->outputs.size();
+    out = std::make_unique<FullPrefixDecoder>(std::move(session), o.bos, o.pad, encodeOutputs);
   }
   return Status::OK();
 }

@@ -3,6 +3,7 @@
 // prefix and take the argmax of the last position.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -253,6 +254,73 @@ TEST(CachedDecoding, StepLogProbsEqualFullPrefix) {
           prefix = std::move(cur);
         }
       }
+}
+
+// Session::run with a mask of wanted outputs (the full-prefix decoder asks `encode` for the
+// memory only): the wanted results are unchanged, the others empty, fewer kernels run, and a
+// node that writes state (decode_step's cache writes) runs even when no output is wanted.
+TEST(SessionOutputs, WantedOnlyAndStateWritesKept) {
+  auto compiled = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(compiled);
+  tfmrt::RuntimeOptions options;
+  options.profile = true;
+  std::unique_ptr<tfmrt::Model> model;
+  ASSERT_TRUE(tfmrt::Model::fromArtifact(compiled->artifact(), options, model).ok());
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  auto kernelCalls = [&] {
+    int64_t calls = 0;
+    for (const auto &k : model->profile()) calls += k.calls;
+    model->resetProfile();
+    return calls;
+  };
+  const int64_t N = 2, S = 5, L = std::stoll(model->artifact().metadata.at("model.decoder_layers"));
+  const tfmrt::Tensor src = tfmrt::Tensor::i32({N, S}, {5, 9, 13, 7, 2, 11, 12, 2, 0, 0});
+  std::unique_ptr<tfmrt::Session> session;
+  ASSERT_TRUE(tfmrt::Session::create(*model, session).ok());
+  std::vector<tfmrt::Tensor> all, memoryOnly;
+  model->resetProfile();
+  ASSERT_TRUE(session->run("encode", {src}, all).ok());
+  const int64_t allCalls = kernelCalls();
+  std::vector<bool> wanted(size_t(1 + 2 * L), false);
+  wanted[0] = true;
+  ASSERT_TRUE(session->run("encode", {src}, memoryOnly, wanted).ok());
+  const int64_t memoryCalls = kernelCalls();
+  ASSERT_EQ(memoryOnly.size(), all.size());
+  ASSERT_EQ(memoryOnly[0].shape, all[0].shape);
+  EXPECT_EQ(std::memcmp(memoryOnly[0].rawData(), all[0].rawData(), all[0].nbytes()), 0);
+  for (size_t o = 1; o < all.size(); ++o) {
+    EXPECT_GT(all[o].numel(), 0);
+    EXPECT_EQ(memoryOnly[o].numel(), 0) << "output " << o;
+  }
+  EXPECT_LT(memoryCalls, allCalls);  // the cross K/V projections were skipped
+  tfmrt::Status bad = session->run("encode", {src}, memoryOnly, std::vector<bool>{true});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("flags"), std::string::npos) << bad.message();
+
+  // Two steps of decode_step; the first with no output wanted in one session.
+  auto step = [&](tfmrt::Session &sess, int32_t token, int32_t position, const std::vector<bool> *mask,
+                  std::vector<tfmrt::Tensor> &out) {
+    std::vector<tfmrt::Tensor> in{tfmrt::Tensor::i32({N, 1}, {token, token}), tfmrt::Tensor::i32({N}, {position, position}),
+                                  tfmrt::Tensor::i32({N}, {0, 1}), tfmrt::Tensor::i32({N}, {0, 1}), src};
+    for (int64_t l = 0; l < 2 * L; ++l) in.push_back(all[size_t(1 + l)]);
+    return mask ? sess.run("decode_step", in, out, *mask) : sess.run("decode_step", in, out);
+  };
+  std::unique_ptr<tfmrt::Session> full, pruned, skipped;
+  for (auto *sess : {&full, &pruned, &skipped}) {
+    ASSERT_TRUE(tfmrt::Session::create(*model, *sess).ok());
+    ASSERT_TRUE((*sess)->bindStates({N, 8}).ok());
+  }
+  std::vector<tfmrt::Tensor> a0, a1, b0, b1, c1;
+  const std::vector<bool> none{false};
+  ASSERT_TRUE(step(*full, 1, 0, nullptr, a0).ok());
+  ASSERT_TRUE(step(*full, 7, 1, nullptr, a1).ok());
+  ASSERT_TRUE(step(*pruned, 1, 0, &none, b0).ok());
+  EXPECT_EQ(b0[0].numel(), 0);
+  ASSERT_TRUE(step(*pruned, 7, 1, nullptr, b1).ok());
+  ASSERT_TRUE(step(*skipped, 7, 1, nullptr, c1).ok());  // position 0 never written
+  ASSERT_EQ(b1[0].shape, a1[0].shape);
+  EXPECT_EQ(std::memcmp(b1[0].rawData(), a1[0].rawData(), a1[0].nbytes()), 0);
+  EXPECT_NE(std::memcmp(c1[0].rawData(), a1[0].rawData(), a1[0].nbytes()), 0);  // step 1 reads step 0's K/V
 }
 
 // Golden tiny weights with the output row of </s> set to `factor` x the row of the token c that
