@@ -3,6 +3,7 @@
 // 1. matmul(x, W^T) + bias_add (+ relu | gelu)   -> linear(x, W, b) {activation}
 // 2. add(a, b) whose only user is layer_norm     -> add_layer_norm(a, b, gamma, beta)  (post-norm)
 // 3. add(linear(...), r) otherwise               -> linear(..., residual = r)          (pre-norm)
+// 4. log_softmax(matmul(x, W)) (only user)       -> matmul(x, W) {log_softmax}         (decode_step)
 #include "mlir/IR/Builders.h"
 
 #include "passes/PassUtils.h"
@@ -37,6 +38,15 @@ struct FuseEpiloguesPass : impl::FuseEpiloguesBase<FuseEpiloguesPass> {
   }
 
   void fuseBiasAndActivation(tfm::MatmulOp matmul) {
+    if (matmul->hasOneUse())
+      if (auto logSoftmax = dyn_cast<tfm::LogSoftmaxOp>(*matmul->getUsers().begin())) {
+        matmul.setLogSoftmax(true);
+        logSoftmax.getResult().replaceAllUsesWith(matmul.getResult());
+        logSoftmax.erase();
+        reportSite(report, matmul, "fuse-epilogues",
+                   "log_softmax folded into the GEMM (rows normalised in place after the product)");
+        return;
+      }
     if (!matmul.getTransposeB()) {
       reportSite(report, matmul, "fuse-epilogues", "matmul kept: weight is not [out, in]");
       return;

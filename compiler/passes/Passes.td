@@ -76,11 +76,12 @@ def FuseAttention : TfmFuncPass<"tfm-fuse-attention"> {
 }
 
 def FuseEpilogues : TfmFuncPass<"tfm-fuse-epilogues"> {
-  let summary = "Fold bias, activation and residual into GEMMs; residual + LayerNorm into one op";
+  let summary = "Fold bias, activation, residual and log_softmax into GEMMs; residual + LayerNorm into one op";
   let description = [{
     matmul + bias_add (+ relu / gelu) becomes tfm.linear. A residual add feeding only a
     LayerNorm (post-norm) becomes tfm.add_layer_norm; any other residual add of a linear's result
-    (pre-norm) is folded into the GEMM as a binary post-op.
+    (pre-norm) is folded into the GEMM as a binary post-op. A log_softmax that is a matmul's only
+    user (decode_step's vocabulary projection) becomes the matmul's log_softmax attribute.
   }];
 }
 

@@ -133,10 +133,15 @@ def Tfm_MatmulOp : Tfm_ExecOp<"matmul", "matmul", [Pure, AllElementTypesMatch<["
   let summary = "a [..., M, K] x b [K, N] (b [N, K] when transpose_b) -> [..., M, N]";
   let description = [{
     A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
-    by `bias_add`. Leading dimensions of `a` are flattened into M.
+    by `bias_add`. Leading dimensions of `a` are flattened into M. With `log_softmax` the result
+    is log_softmax of the product over its last axis (tfm-fuse-epilogues folds decode_step's
+    vocabulary projection and its tfm.log_softmax into one op: each row is normalised in place
+    right after the product, while it is still in cache, instead of being read back and written
+    to a second buffer).
   }];
   let arguments = (ins Tfm_GemmOperand<2, Tfm_MaxRank>:$lhs, Tfm_GemmOperand<2>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
-                       DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout);
+                       DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout,
+                       DefaultValuedAttr<BoolAttr, "false">:$log_softmax);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }

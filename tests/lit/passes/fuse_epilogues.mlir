@@ -71,3 +71,30 @@ func.func @nothing_to_fuse(%x: tensor<?x8xf32>, %y: tensor<?x8xf32>) -> (tensor<
   return %l, %s, %s : tensor<?x11xf32>, tensor<?x8xf32>, tensor<?x8xf32>
 }
 #out = loc("out"("spec.yaml":9:3))
+
+// -----
+// decode_step's end: the tied output projection's only user is log_softmax, which becomes the
+// matmul's epilogue. A matmul whose result is also returned raw keeps its log_softmax.
+// CHECK-LABEL: func.func @log_softmax_epilogue
+// CHECK: %[[P:.*]] = tfm.matmul %arg0, %{{.*}} {log_softmax = true, transpose_b = true} : (tensor<?x1x8xf32>, tensor<11x8xf32>) -> tensor<?x1x11xf32>
+// CHECK-NOT: tfm.log_softmax
+// CHECK: return %[[P]]
+// CHECK-LABEL: func.func @log_softmax_kept
+// CHECK: %[[L:.*]] = tfm.matmul %arg0, %{{.*}} {transpose_b = true}
+// CHECK: %[[N:.*]] = tfm.log_softmax %[[L]]
+// CHECK: return %[[N]], %[[L]]
+// REPORT: remark: fuse-epilogues: proj: log_softmax folded into the GEMM (rows normalised in place after the product)
+// REPORT: remark: fuse-epilogues: proj: matmul kept: no bias add follows
+func.func @log_softmax_epilogue(%x: tensor<?x1x8xf32>) -> tensor<?x1x11xf32> {
+  %e = tfm.param "shared_embedding.weight" : tensor<11x8xf32> loc(#proj)
+  %l = tfm.matmul %x, %e {transpose_b = true} : (tensor<?x1x8xf32>, tensor<11x8xf32>) -> tensor<?x1x11xf32> loc(#proj)
+  %p = tfm.log_softmax %l : tensor<?x1x11xf32> loc(#proj)
+  return %p : tensor<?x1x11xf32>
+}
+func.func @log_softmax_kept(%x: tensor<?x1x8xf32>) -> (tensor<?x1x11xf32>, tensor<?x1x11xf32>) {
+  %e = tfm.param "shared_embedding.weight" : tensor<11x8xf32> loc(#proj)
+  %l = tfm.matmul %x, %e {transpose_b = true} : (tensor<?x1x8xf32>, tensor<11x8xf32>) -> tensor<?x1x11xf32> loc(#proj)
+  %p = tfm.log_softmax %l : tensor<?x1x11xf32> loc(#proj)
+  return %p, %l : tensor<?x1x11xf32>, tensor<?x1x11xf32>
+}
+#proj = loc("proj"("spec.yaml":12:3))

@@ -360,5 +360,53 @@ TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
   }
 }
 
+// tfm.matmul {log_softmax} (decode_step's vocabulary projection with its normaliser): on every
+// layout and path (plain, packed with the panel GEMM on and off, packed_bf16) and on the reference
+// backend, the result is the same model's plain product normalised per row in double here.
+TEST(PackedGemmModel, LogSoftmaxEpilogueNormalisesTheProduct) {
+  auto artifact = [](const char *layout, bool logSoftmax) {
+    Artifact art;
+    FunctionBuilder f(art, "forward");
+    uint32_t x = f.input("x", DType::F32, {kDyn, 40});
+    Attrs attrs{{"weight_layout", AttrValue::ofString(layout)}, {"transpose_b", AttrValue::ofInt(1)}};
+    if (logSoftmax) attrs["log_softmax"] = AttrValue::ofInt(1);
+    f.output(f.op("tfm.matmul", {x, f.param("e", {300, 40})}, DType::F32, {kDyn, 300}, attrs));
+    f.finish();
+    return art;
+  };
+  // Logits spread over ~[-20, 20], so the normaliser is far from zero and from the max.
+  Tensor table = randomF32({300, 40}, 71);
+  for (int64_t i = 0; i < table.numel(); ++i) table.data<float>()[i] *= 10.0f;
+  const std::map<std::string, Tensor> weights{{"e", table}};
+  for (const char *layout : {"plain", "packed", "packed_bf16"})
+    for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference})
+      for (bool fewRows : {true, false}) {
+        RuntimeOptions o;
+        o.backend = backend;
+        o.num_threads = 2;
+        o.few_rows_gemm = fewRows;
+        auto fused = loadModel(artifact(layout, true), o), plain = loadModel(artifact(layout, false), o);
+        ASSERT_TRUE(fused && plain);
+        ASSERT_OK(fused->setWeights(weights));
+        ASSERT_OK(plain->setWeights(weights));
+        for (int64_t m : {1, 6, 115, 257, 1025}) {
+          SCOPED_TRACE(::testing::Message() << layout << " " << backendName(backend) << " few rows " << fewRows << " M " << m);
+          std::vector<Tensor> in{randomF32({m, 40}, uint64_t(m))}, y, z;
+          ASSERT_OK(fused->run("forward", in, y));
+          ASSERT_OK(plain->run("forward", in, z));
+          double worst = 0;
+          for (int64_t r = 0; r < m; ++r) {
+            const float *zr = z[0].data<float>() + r * 300, *yr = y[0].data<float>() + r * 300;
+            double mx = zr[0], sum = 0;
+            for (int j = 0; j < 300; ++j) mx = std::max(mx, double(zr[j]));
+            for (int j = 0; j < 300; ++j) sum += std::exp(double(zr[j]) - mx);
+            const double lse = mx + std::log(sum);
+            for (int j = 0; j < 300; ++j) worst = std::max(worst, std::abs(double(yr[j]) - (double(zr[j]) - lse)));
+          }
+          EXPECT_LT(worst, 2e-5);
+        }
+      }
+}
+
 }  // namespace
 }  // namespace tfmrt::test

@@ -67,6 +67,35 @@ public:
   }
 };
 
+}  // namespace
+
+void logSoftmaxRows(const float *x, int64_t rows, int64_t n, float *y) {
+  if (n == 0) return;
+  static const bool avx512 = attention::cpuHasAvx512(), avx2 = !avx512 && attention::cpuHasAvx2Fma();
+  if (avx512) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+    for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx512(x + r * n, n, y + r * n);
+    return;
+  }
+  if (avx2) {
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+    for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx2(x + r * n, n, y + r * n);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    RowSums s;
+    rowSums(x + r * n, n, s);
+    const float lse = float(double(s.max) + std::log(s.sumExp));
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
+  }
+}
+
+namespace {
+
 // tfm.log_softmax: the vocabulary-wide log-probabilities of decode_step. AVX-512 or AVX2 rows
 // where the CPU has them (log_softmax_avx512.cpp, log_softmax_avx2.cpp), else the
 // cross-entropy's row sums.
@@ -81,30 +110,7 @@ public:
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
-    const float *x = a.inputs[0].as<float>();
-    float *y = a.outputs[0].as<float>();
-    const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
-    if (n == 0) return Status::OK();
-    if (avx512_) {
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
-      for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx512(x + r * n, n, y + r * n);
-      return Status::OK();
-    }
-    if (avx2_) {
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
-      for (int64_t r = 0; r < rows; ++r) logSoftmaxRowAvx2(x + r * n, n, y + r * n);
-      return Status::OK();
-    }
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
-    for (int64_t r = 0; r < rows; ++r) {
-      RowSums s;
-      rowSums(x + r * n, n, s);
-      const float lse = float(double(s.max) + std::log(s.sumExp));
-      const float *xr = x + r * n;
-      float *yr = y + r * n;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - lse;
-    }
+    logSoftmaxRows(a.inputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), a.outputs[0].as<float>());
     return Status::OK();
   }
 

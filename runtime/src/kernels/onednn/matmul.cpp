@@ -38,6 +38,7 @@
 #include "kernels/gemm/packed_gemm.h"
 #include "kernels/onednn/onednn_util.h"
 #include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/log_softmax.h"
 #include "op_schema.h"
 
 namespace tfmrt {
@@ -75,6 +76,7 @@ public:
     if (!ctx_) return internalError(cat(name(), " needs the CPU device"));
     const Node &node = *info.node;
     transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
+    logSoftmax_ = !linear_ && attrInt(node, "log_softmax") != 0;
     if (linear_) {
       const std::string act = attrString(node, "activation");
       act_ = act == "relu" ? Activation::Relu : act == "gelu" ? Activation::Gelu : Activation::None;
@@ -147,6 +149,16 @@ public:
   }
 
   Status run(const KernelArgs &a) override {
+    Status s = runProduct(a);
+    // tfm.matmul {log_softmax}: each row normalised in place while the product's rows are still
+    // in cache (a separate tfm.log_softmax read them back and wrote a second buffer).
+    if (s.ok() && logSoftmax_) fast::logSoftmaxRows(a.outputs[0].as<float>(), rowsOf(a.outputs[0]), a.outputs[0].dim(-1),
+                                                    a.outputs[0].as<float>());
+    return s;
+  }
+
+private:
+  Status runProduct(const KernelArgs &a) {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
     // Rows from the result: with K = 0 the input has no elements but the result has rows.
     const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
@@ -204,7 +216,6 @@ public:
     return Status::OK();
   }
 
-private:
   void repack(const void *plain, uint64_t version) {
     plainW_.set_data_handle(const_cast<void *>(plain));
     repack_.execute(ctx_->stream, plainW_, packedW_);
@@ -314,6 +325,7 @@ private:
   }
 
   const bool linear_, packed_, bf16_;
+  bool logSoftmax_ = false;  // tfm.matmul {log_softmax}
   CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false;
   Activation act_ = Activation::None;

@@ -41,6 +41,7 @@ public:
   const char *name() const override { return "reference.matmul"; }
   Status prepare(const KernelPrepareInfo &info) override {
     transposeB_ = attrInt(*info.node, "transpose_b") != 0;
+    logSoftmax_ = attrInt(*info.node, "log_softmax") != 0;
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
@@ -48,12 +49,15 @@ public:
     const int64_t k = A.dim(-1), n = transposeB_ ? B.dim(0) : B.dim(1);
     // Rows from the result: rowsOf(A) is 0 when K = 0, yet the [M, N] result must be zeros.
     std::vector<float> a32, b32;
-    gemm(asF32(A, a32), asF32(B, b32), a.outputs[0].as<float>(), 1, rowsOf(a.outputs[0]), k, n, transposeB_);
+    float *y = a.outputs[0].as<float>();
+    const int64_t m = rowsOf(a.outputs[0]);
+    gemm(asF32(A, a32), asF32(B, b32), y, 1, m, k, n, transposeB_);
+    if (logSoftmax_) logSoftmaxRowsReference(y, m, n, y);
     return Status::OK();
   }
 
 private:
-  bool transposeB_ = false;
+  bool transposeB_ = false, logSoftmax_ = false;
 };
 
 class BatchMatmulKernel final : public Kernel {

@@ -13,6 +13,9 @@ void registerReferenceLayerNorm(KernelRegistry &r);
 void registerReferenceHeads(KernelRegistry &r);
 void registerReferenceMask(KernelRegistry &r);
 void registerReferenceSoftmax(KernelRegistry &r);
+// rows x n: y = log_softmax(x) per row, in double (tfm.log_softmax, tfm.matmul {log_softmax});
+// y may be x.
+void logSoftmaxRowsReference(const float *x, int64_t rows, int64_t n, float *y);
 void registerReferenceXent(KernelRegistry &r);
 void registerReferenceFused(KernelRegistry &r);
 void registerReferenceGrad(KernelRegistry &r);   // gradient ops (tfm-autodiff)

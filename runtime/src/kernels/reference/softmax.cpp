@@ -38,22 +38,23 @@ class LogSoftmaxKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.log_softmax"; }
   Status run(const KernelArgs &a) override {
-    const float *x = a.inputs[0].as<float>();
-    float *y = a.outputs[0].as<float>();
-    const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *xr = x + r * n;
-      double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
-      for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, double(xr[j]));
-      for (int64_t j = 0; j < n; ++j) sum += std::exp(double(xr[j]) - mx);
-      const double lse = mx + std::log(sum);
-      for (int64_t j = 0; j < n; ++j) y[r * n + j] = float(double(xr[j]) - lse);
-    }
+    logSoftmaxRowsReference(a.inputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), a.outputs[0].as<float>());
     return Status::OK();
   }
 };
 
 }  // namespace
+
+void logSoftmaxRowsReference(const float *x, int64_t rows, int64_t n, float *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * n;
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) mx = std::fmax(mx, double(xr[j]));
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(double(xr[j]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int64_t j = 0; j < n; ++j) y[r * n + j] = float(double(xr[j]) - lse);
+  }
+}
 
 void registerReferenceSoftmax(KernelRegistry &r) {
   r.add(referenceKey("tfm.softmax"), makeKernel<SoftmaxKernel>);
