@@ -120,6 +120,8 @@ private:
   LogicalResult backward(Operation *op, Value dy) {
     Location loc = op->getLoc();
     if (auto mm = dyn_cast<tfm::MatmulOp>(op)) {
+      if (mm.getLogSoftmax())  // inference only (decode_step); fused after autodiff
+        return op->emitError("tfm-autodiff: no gradient for tfm.matmul {log_softmax}");
       Value a = mm.getLhs(), w = mm.getRhs();
       // y = a w^T (w [N, K]) or y = a w (w [K, N]).
       if (needs(a)) accumulate(a, b_.create<tfm::MatmulOp>(loc, dy, w, b_.getBoolAttr(!mm.getTransposeB())));

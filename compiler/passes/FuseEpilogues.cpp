@@ -47,6 +47,10 @@ struct FuseEpiloguesPass : impl::FuseEpiloguesBase<FuseEpiloguesPass> {
                    "log_softmax folded into the GEMM (rows normalised in place after the product)");
         return;
       }
+    if (matmul.getLogSoftmax()) {  // already normalised: a bias after it is not a linear's bias
+      reportSite(report, matmul, "fuse-epilogues", "matmul kept: it ends in log_softmax");
+      return;
+    }
     if (!matmul.getTransposeB()) {
       reportSite(report, matmul, "fuse-epilogues", "matmul kept: weight is not [out, in]");
       return;

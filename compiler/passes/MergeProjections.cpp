@@ -28,7 +28,7 @@ struct Projection {
 // A linear projection: a transpose_b matmul against a weight, whose only use is a bias add of a
 // weight bias.
 std::optional<Projection> matchProjection(tfm::MatmulOp matmul) {
-  if (!matmul.getTransposeB() || !isWeight(matmul.getRhs()) || !matmul->hasOneUse())
+  if (!matmul.getTransposeB() || matmul.getLogSoftmax() || !isWeight(matmul.getRhs()) || !matmul->hasOneUse())
     return std::nullopt;
   auto biasAdd = dyn_cast<tfm::BiasAddOp>(*matmul->getUsers().begin());
   if (!biasAdd || !isWeight(biasAdd.getBias())) return std::nullopt;

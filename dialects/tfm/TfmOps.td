@@ -135,9 +135,9 @@ def Tfm_MatmulOp : Tfm_ExecOp<"matmul", "matmul", [Pure, AllElementTypesMatch<["
     A linear layer is `matmul` with `transpose_b = true` on PyTorch's [out, in] weight, followed
     by `bias_add`. Leading dimensions of `a` are flattened into M. With `log_softmax` the result
     is log_softmax of the product over its last axis (tfm-fuse-epilogues folds decode_step's
-    vocabulary projection and its tfm.log_softmax into one op: each row is normalised in place
-    right after the product, while it is still in cache, instead of being read back and written
-    to a second buffer).
+    vocabulary projection and its tfm.log_softmax into one op: the rows are normalised in place
+    right after the product, so the log-probabilities need no second buffer and no write of
+    their own).
   }];
   let arguments = (ins Tfm_GemmOperand<2, Tfm_MaxRank>:$lhs, Tfm_GemmOperand<2>:$rhs, DefaultValuedAttr<BoolAttr, "false">:$transpose_b,
                        DefaultValuedAttr<Tfm_WeightLayout, "\"plain\"">:$weight_layout,

@@ -41,6 +41,7 @@ Status checkInputs(const EntryFunction &fn, const std::vector<Tensor> &inputs) {
 const std::vector<size_t> &prunedNodes(const EntryState &state, EntryRun &er, const std::vector<bool> &wanted) {
   auto found = er.prunedNodes.find(wanted);
   if (found != er.prunedNodes.end()) return found->second;
+  if (er.prunedNodes.size() >= 16) er.prunedNodes.clear();  // callers use one or two masks
   const EntryFunction &fn = *state.fn;
   std::vector<uint8_t> needed(fn.values.size(), 0);
   for (size_t o = 0; o < fn.outputs.size(); ++o)

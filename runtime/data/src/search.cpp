@@ -187,7 +187,7 @@ public:
       : session_(std::move(session)), bos_(bos), pad_(pad), maxLen_(maxLen), perRowSteps_(perRowSteps) {
     buffers_.first = 1;  // the cross K/V, not the memory
   }
-  bool normalised() const override { return true; }  // decode_step ends in tfm.log_softmax
+  bool normalised() const override { return true; }  // decode_step returns log-probabilities
   bool continuous() const override { return perRowSteps_; }
   Status reserve(int64_t slots, int64_t maxSource, int64_t maxRows, int64_t maxSteps) override {
     // Positions rounded up to a power of two (<= max_len): successive calls (a stream, or a

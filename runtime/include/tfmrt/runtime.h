@@ -192,8 +192,9 @@ public:
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   // The same, computing only the outputs marked in `wanted` (one flag per entry output): nodes
   // that none of them depends on are skipped, except those that update state or weights, and
-  // outputs not wanted are returned empty (shape {0}). The full-prefix decoder needs only the
-  // memory of `encode`, whose other results (every layer's cross K/V) are the cached decoder's.
+  // outputs not wanted are returned empty (shape {0}). Skipped nodes skip their own checks too;
+  // memory is planned for the whole entry. The full-prefix decoder needs only the memory of
+  // `encode`, whose other results (every layer's cross K/V) are the cached decoder's.
   Status run(const std::string &entry, const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs,
              const std::vector<bool> &wanted);
   MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;

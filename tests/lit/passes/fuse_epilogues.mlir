@@ -98,3 +98,18 @@ func.func @log_softmax_kept(%x: tensor<?x1x8xf32>) -> (tensor<?x1x11xf32>, tenso
   return %p, %l : tensor<?x1x11xf32>, tensor<?x1x11xf32>
 }
 #proj = loc("proj"("spec.yaml":12:3))
+
+// -----
+// A matmul that already ends in log_softmax is not a linear's product: a bias add after it stays.
+// CHECK-LABEL: func.func @normalised_matmul_kept
+// CHECK: tfm.matmul %arg0, %{{.*}} {log_softmax = true, transpose_b = true}
+// CHECK: tfm.bias_add
+// REPORT: remark: fuse-epilogues: norm: matmul kept: it ends in log_softmax
+func.func @normalised_matmul_kept(%x: tensor<?x8xf32>) -> tensor<?x11xf32> {
+  %e = tfm.param "shared_embedding.weight" : tensor<11x8xf32> loc(#norm)
+  %b = tfm.param "b" : tensor<11xf32> loc(#norm)
+  %l = tfm.matmul %x, %e {log_softmax = true, transpose_b = true} : (tensor<?x8xf32>, tensor<11x8xf32>) -> tensor<?x11xf32> loc(#norm)
+  %y = tfm.bias_add %l, %b : (tensor<?x11xf32>, tensor<11xf32>) -> tensor<?x11xf32> loc(#norm)
+  return %y : tensor<?x11xf32>
+}
+#norm = loc("norm"("spec.yaml":14:3))

@@ -150,8 +150,8 @@ public:
 
   Status run(const KernelArgs &a) override {
     Status s = runProduct(a);
-    // tfm.matmul {log_softmax}: each row normalised in place while the product's rows are still
-    // in cache (a separate tfm.log_softmax read them back and wrote a second buffer).
+    // tfm.matmul {log_softmax}: the rows normalised in place after the product (a separate
+    // tfm.log_softmax read them back and wrote a second buffer).
     if (s.ok() && logSoftmax_) fast::logSoftmaxRows(a.outputs[0].as<float>(), rowsOf(a.outputs[0]), a.outputs[0].dim(-1),
                                                     a.outputs[0].as<float>());
     return s;
