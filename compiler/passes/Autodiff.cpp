@@ -163,7 +163,9 @@ private:
       return success();
     }
     if (auto relu = dyn_cast<tfm::ReluOp>(op)) {
-      accumulate(relu.getInput(), b_.create<tfm::ReluGradOp>(loc, relu.getInput(), dy));
+      // The mask from the output (y > 0 exactly where x > 0): the pre-activation then has no
+      // use but the relu, so tfm-fuse-epilogues folds bias + relu into the GEMM in training too.
+      accumulate(relu.getInput(), b_.create<tfm::ReluGradOp>(loc, relu.getResult(), dy));
       return success();
     }
     if (auto gelu = dyn_cast<tfm::GeluOp>(op)) {

@@ -431,7 +431,7 @@ def Tfm_BiasGradOp : Tfm_ExecOp<"bias_grad", "biasGrad", [Pure]> {
 }
 
 def Tfm_ReluGradOp : Tfm_ExecOp<"relu_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
-  let summary = "dy where the forward input x > 0, else 0";
+  let summary = "dy where the forward value > 0, else 0 (relu's input or output: both are > 0 at the same places)";
   let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";

@@ -25,7 +25,8 @@
 // CHECK: %[[DH:.*]] = tfm.layer_norm_grad %[[H]], %[[G]], %[[DN]] {epsilon = 1.000000e-05 : f64} : (tensor<?x?x16xf32>, tensor<16xf32>, tensor<?x?x16xf32>) -> tensor<?x?x16xf32>
 // CHECK: %[[DG:.*]] = tfm.layer_norm_gamma_grad %[[H]], %[[DN]] {epsilon = 1.000000e-05 : f64} : (tensor<?x?x16xf32>, tensor<?x?x16xf32>) -> tensor<16xf32>
 // CHECK: %[[DBETA:.*]] = tfm.bias_grad %[[DN]] : (tensor<?x?x16xf32>) -> tensor<16xf32>
-// CHECK: %[[DH1:.*]] = tfm.relu_grad %[[H1]], %[[DH]] : tensor<?x?x16xf32>
+// The ReLU mask from its output, so the pre-activation has no other use (bias + ReLU fuse).
+// CHECK: %[[DH1:.*]] = tfm.relu_grad %[[H]], %[[DH]] : tensor<?x?x16xf32>
 // CHECK: %[[DB1:.*]] = tfm.bias_grad %[[DH1]] : (tensor<?x?x16xf32>) -> tensor<16xf32>
 // y = x W^T (W [N, K]): dx = dy W, dW = dy^T x.
 // CHECK: %[[DX:.*]] = tfm.matmul %[[DH1]], %[[W1]] : (tensor<?x?x16xf32>, tensor<16x8xf32>) -> tensor<?x?x8xf32>
