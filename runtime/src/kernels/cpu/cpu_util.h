@@ -43,17 +43,23 @@ void parallelSpans(int64_t n, int64_t minParallel, const Body &body) {
   }
 }
 
-// max(z[0..n)) in 16 lanes: GCC leaves `omp simd reduction(max)` over std::max scalar, but
-// vectorises an elementwise max into lanes (inline, so each target clone gets its own vector
-// code). A NaN may or may not win (as with std::max); the sums that follow turn it into NaN.
+// max(z[0..n)) in 16 lanes of a GCC vector type (inline, so each target clone gets its own
+// code: one zmm, two ymm or four xmm registers). GCC leaves `omp simd reduction(max)` over
+// std::max scalar, and left an array of 16 lanes scalar too (16 vmaxss per 16 logits in the
+// AVX-512 clone of the cross-entropy's rows). A NaN may or may not win (as with std::max); the
+// sums that follow turn it into NaN.
 inline float rowMax(const float *z, int64_t n) {
   constexpr int kLanes = 16;
-  float lanes[kLanes];
-  for (int j = 0; j < kLanes; ++j) lanes[j] = -std::numeric_limits<float>::infinity();
+  typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+  const float inf = std::numeric_limits<float>::infinity();
+  Lanes lanes = {-inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf};
   const int64_t whole = n / kLanes * kLanes;
-  for (int64_t v = 0; v < whole; v += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] = lanes[j] > z[v + j] ? lanes[j] : z[v + j];
-  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t v = 0; v < whole; v += kLanes) {
+    Lanes x;
+    std::memcpy(&x, z + v, sizeof x);  // unaligned load
+    lanes = lanes > x ? lanes : x;
+  }
+  float mx = -inf;
   for (int j = 0; j < kLanes; ++j) mx = lanes[j] > mx ? lanes[j] : mx;
   for (int64_t v = whole; v < n; ++v) mx = z[v] > mx ? z[v] : mx;
   return mx;
