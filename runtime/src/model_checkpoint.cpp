@@ -16,18 +16,35 @@ namespace {
 constexpr const char *kFormat = "tfmc-checkpoint";
 constexpr const char *kVersion = "1";
 
+// One tensor as the checksum sees it: in memory, or still in the file (TensorInFile).
+struct CrcItem {
+  const std::string *name;
+  DType dtype;
+  const std::vector<int64_t> *shape;
+  const uint8_t *data;
+  size_t bytes;
+};
+
 // CRC-32 over name, dtype, shape and bytes of every tensor, in name order: independent of the
 // file layout, so any changed value, name or shape is caught.
-uint32_t tensorsCrc(const TensorRefList &refs) {
+uint32_t tensorsCrc(std::vector<CrcItem> items) {
+  std::sort(items.begin(), items.end(), [](const CrcItem &x, const CrcItem &y) { return *x.name < *y.name; });
   uint32_t crc = 0;
-  for (const auto &[name, t] : refs) {
-    crc = crc32(reinterpret_cast<const uint8_t *>(name.data()), name.size(), crc);
-    const uint8_t dtype = uint8_t(t->dtype);
+  for (const CrcItem &t : items) {
+    crc = crc32(reinterpret_cast<const uint8_t *>(t.name->data()), t.name->size(), crc);
+    const uint8_t dtype = uint8_t(t.dtype);
     crc = crc32(&dtype, 1, crc);
-    crc = crc32(reinterpret_cast<const uint8_t *>(t->shape.data()), t->shape.size() * sizeof(int64_t), crc);
-    crc = crc32(static_cast<const uint8_t *>(t->rawData()), t->nbytes(), crc);
+    crc = crc32(reinterpret_cast<const uint8_t *>(t.shape->data()), t.shape->size() * sizeof(int64_t), crc);
+    crc = crc32(t.data, t.bytes, crc);
   }
   return crc;
+}
+
+uint32_t tensorsCrc(const TensorRefList &refs) {
+  std::vector<CrcItem> items;
+  for (const auto &[name, t] : refs)
+    items.push_back({&name, t->dtype, &t->shape, static_cast<const uint8_t *>(t->rawData()), t->nbytes()});
+  return tensorsCrc(std::move(items));
 }
 
 // What must match for a checkpoint to continue a run: parameter names and shapes, and the
@@ -48,17 +65,10 @@ std::string modelFingerprint(const Artifact &a) {
 }
 
 // The checksum also covers the step and the fingerprint: an edited header is caught too.
-std::string checksum(const TensorRefList &refs, const std::string &step, const std::string &fingerprint) {
-  uint32_t crc = tensorsCrc(refs);
+std::string checksum(uint32_t crc, const std::string &step, const std::string &fingerprint) {
   crc = crc32(reinterpret_cast<const uint8_t *>(step.data()), step.size(), crc);
   crc = crc32(reinterpret_cast<const uint8_t *>(fingerprint.data()), fingerprint.size(), crc);
   return std::to_string(crc);
-}
-
-TensorRefList sortedRefs(const TensorMap &tensors) {
-  TensorRefList refs;
-  for (const auto &[name, t] : tensors) refs.emplace_back(name, &t);
-  return refs;  // std::map: already in name order
 }
 
 // The training state: the checkpointed session states of the default session (Adam moments), by
@@ -86,7 +96,7 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
     metadata["tfmc_model"] = a.modelName;
     metadata["step"] = std::to_string(step);
     metadata["model_fingerprint"] = modelFingerprint(a);
-    metadata["crc32"] = checksum(refs, metadata["step"], metadata["model_fingerprint"]);
+    metadata["crc32"] = checksum(tensorsCrc(refs), metadata["step"], metadata["model_fingerprint"]);
     std::vector<uint8_t> bytes;
     TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
     return writeFileBytes(path, "checkpoint", bytes.data(), bytes.size());
@@ -98,9 +108,17 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
 Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta,
                              bool withTrainingState) {
   try {
+    // Without the training state only the weights are copied out of the mapped file; the
+    // optimizer moments (two thirds of a checkpoint) are checked and checksummed in place.
+    FileView file;
+    TFMRT_RETURN_IF_ERROR(file.open(path, "safetensors file"));
     TensorMap tensors;
+    std::map<std::string, TensorInFile> inFile;
     MetadataMap metadata;
-    TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+    const Artifact &artifact = impl_->artifact;
+    TFMRT_RETURN_IF_ERROR(parseSafetensorsSelected(
+        file.data(), file.size(), [&](const std::string &name) { return withTrainingState || artifact.findParam(name) >= 0; },
+        tensors, inFile, &metadata, path));
     auto field = [&](const char *key) {
       auto it = metadata.find(key);
       return it == metadata.end() ? std::string() : it->second;
@@ -112,7 +130,11 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
       return refuse(cat("version '", field("version"), "' is not supported (this tfmc reads version ", kVersion, ")"));
     if (field("tfmc_model") != impl_->artifact.modelName)
       return refuse(cat("was saved from model '", field("tfmc_model"), "', this is '", impl_->artifact.modelName, "'"));
-    if (field("crc32") != checksum(sortedRefs(tensors), field("step"), field("model_fingerprint")))
+    std::vector<CrcItem> items;
+    for (const auto &[name, t] : tensors)
+      items.push_back({&name, t.dtype, &t.shape, static_cast<const uint8_t *>(t.rawData()), t.nbytes()});
+    for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
+    if (field("crc32") != checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint")))
       return refuse("checksum mismatch: the file is corrupt");
     if (field("model_fingerprint") != modelFingerprint(impl_->artifact))
       return refuse(cat("was saved from a model '", impl_->artifact.modelName,
@@ -125,22 +147,29 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
       return refuse(cat("bad step '", stepText, "'"));
 
     // Weights and state go in together: take both apart first, so an error changes nothing.
+    // (Tensors left in the file are never weights: every parameter name was copied out.)
     std::map<std::string, Tensor> weights, state;
-    for (auto &[name, t] : tensors) (impl_->artifact.findParam(name) >= 0 ? weights : state)[name] = std::move(t);
+    for (auto &[name, t] : tensors) (artifact.findParam(name) >= 0 ? weights : state)[name] = std::move(t);
+    std::map<std::string, std::pair<DType, const std::vector<int64_t> *>> stateKinds;  // all of the file's
+    for (const auto &[name, t] : state) stateKinds[name] = {t.dtype, &t.shape};
+    for (const auto &[name, t] : inFile) stateKinds[name] = {t.dtype, &t.shape};
     // This model's training state, by name. A model without any (compiled without train_step:
     // translation, evaluation) takes the weights only.
     std::vector<const StateInfo *> expected;
-    for (const StateInfo &st : impl_->artifact.states)
+    for (const StateInfo &st : artifact.states)
       if (isCheckpointedState(st)) expected.push_back(&st);
-    if (expected.empty()) state.clear();
-    if (expected.size() != state.size())
-      return refuse(cat("holds ", state.size(), " optimizer state tensors, this model has ", expected.size()));
+    if (expected.empty()) {
+      state.clear();
+      stateKinds.clear();
+    }
+    if (expected.size() != stateKinds.size())
+      return refuse(cat("holds ", stateKinds.size(), " optimizer state tensors, this model has ", expected.size()));
     for (const StateInfo *st : expected) {
-      auto it = state.find(st->name);
-      if (it == state.end()) return refuse(cat("missing optimizer state '", st->name, "'"));
-      if (it->second.dtype != st->dtype || it->second.shape != st->shape)
-        return refuse(cat("optimizer state '", st->name, "' is ", it->second.describe(), ", expected ",
-                          dtypeName(st->dtype), shapeStr(st->shape)));
+      auto it = stateKinds.find(st->name);
+      if (it == stateKinds.end()) return refuse(cat("missing optimizer state '", st->name, "'"));
+      if (it->second.first != st->dtype || *it->second.second != st->shape)
+        return refuse(cat("optimizer state '", st->name, "' is ", dtypeName(it->second.first), shapeStr(*it->second.second),
+                          ", expected ", dtypeName(st->dtype), shapeStr(st->shape)));
     }
     // The default session's training state tensors (allocated here); without withTrainingState
     // the file's are checked, not kept, and training state starts over with the weights.

@@ -80,6 +80,13 @@ Status parseEntry(const std::string &src, const std::string &name, const JsonVal
 
 Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, MetadataMap *metadata,
                         const std::string &src) {
+  std::map<std::string, TensorInFile> inFile;
+  return parseSafetensorsSelected(data, size, [](const std::string &) { return true; }, tensors, inFile, metadata, src);
+}
+
+Status parseSafetensorsSelected(const uint8_t *data, size_t size, const std::function<bool(const std::string &)> &copy,
+                                TensorMap &tensors, std::map<std::string, TensorInFile> &inFile, MetadataMap *metadata,
+                                const std::string &src) {
   if (size < 8) return dataLoss(cat(src, ": truncated safetensors file (", size, " bytes, the header length alone needs 8)"));
   uint64_t headerLen = 0;
   for (int i = 0; i < 8; ++i) headerLen |= uint64_t(data[i]) << (8 * i);
@@ -141,10 +148,15 @@ Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, Me
                                  "' have overlapping data_offsets"));
 
   TensorMap out;
+  std::map<std::string, TensorInFile> left;
   for (const Entry &e : entries) {
     size_t elemSize = 0;
     DType dtype = DType::F32;
     fileDtype(e.dtype, elemSize, dtype);  // validated above
+    if (e.dtype != "I64" && !copy(e.name)) {
+      left[e.name] = TensorInFile{dtype, e.shape, section + e.begin, size_t(e.end - e.begin)};
+      continue;
+    }
     Tensor t = Tensor::uninitialized(dtype, e.shape);  // every element is written below
     const uint8_t *src8 = section + e.begin;
     if (e.dtype == "I64") {
@@ -163,6 +175,7 @@ Status parseSafetensors(const uint8_t *data, size_t size, TensorMap &tensors, Me
     out.emplace(e.name, std::move(t));
   }
   tensors = std::move(out);
+  inFile = std::move(left);
   if (metadata) *metadata = std::move(meta);
   return Status::OK();
 }

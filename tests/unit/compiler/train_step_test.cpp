@@ -248,19 +248,27 @@ TEST(TrainCheckpoint, TrainingStateOnlyWhereTrainingNeedsIt) {
   EXPECT_EQ(trained->defaultSession().stateBytes(), momentBytes) << "train_step allocated them";
   ASSERT_TRUE(trained->saveCheckpoint(path, 2).ok());
 
-  // Weights only: the file is checked (a flipped bit is refused), the weights are the trained
-  // ones, no moments are allocated.
+  // Weights only: the file is checked (a flipped bit is refused, in a weight or in a moment, which
+  // such a load checksums in the file without copying it out), the weights are the trained ones,
+  // no moments are allocated.
   {
     std::ifstream in(path, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    bytes[bytes.size() - 100] ^= 0x10;
-    const std::string corrupt = testing::TempDir() + "/tfmc_ckpt_lazy_corrupt.safetensors";
-    std::ofstream(corrupt, std::ios::binary) << bytes;
-    int64_t step = -1;
-    tfmrt::Status s = fresh->loadCheckpoint(corrupt, step, nullptr, /*withTrainingState=*/false);
-    EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
-    std::remove(corrupt.c_str());
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t headerLen = 0;
+    for (int i = 0; i < 8; ++i) headerLen |= uint64_t(uint8_t(bytes[size_t(i)])) << (8 * i);
+    // The data section starts with "adam.m/..." (tensors are stored in name order), ends with weights.
+    ASSERT_NE(bytes.find("\"adam.m/"), std::string::npos);
+    for (size_t at : {bytes.size() - 100, size_t(8 + headerLen + 10)}) {
+      std::string flipped = bytes;
+      flipped[at] ^= 0x10;
+      const std::string corrupt = testing::TempDir() + "/tfmc_ckpt_lazy_corrupt.safetensors";
+      std::ofstream(corrupt, std::ios::binary) << flipped;
+      int64_t step = -1;
+      tfmrt::Status s = fresh->loadCheckpoint(corrupt, step, nullptr, /*withTrainingState=*/false);
+      EXPECT_FALSE(s.ok()) << "byte " << at;
+      EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+      std::remove(corrupt.c_str());
+    }
   }
   int64_t step = -1;
   tfmrt::Status s = fresh->loadCheckpoint(path, step, nullptr, /*withTrainingState=*/false);
