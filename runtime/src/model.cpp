@@ -94,6 +94,9 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
   bool inference = true;
   for (const Node &node : fn.nodes) {
     const std::string &op = node.op;
+    bool writes = op == "tfm.adam_update";
+    for (uint32_t v : node.outputs) writes = writes || fn.values[v].kind == ValueKind::State;
+    state.writesInPlace.push_back(writes);
     if (op == "tfm.adam_update") state.mutatesWeights = true;
     if (op == "tfm.adam_update" || op == "tfm.grad_accumulate" ||
         (op.size() > 5 && op.compare(op.size() - 5, 5, "_grad") == 0))

@@ -25,6 +25,10 @@ struct CrcItem {
   size_t bytes;
 };
 
+CrcItem crcItem(const std::string &name, const Tensor &t) {
+  return {&name, t.dtype, &t.shape, static_cast<const uint8_t *>(t.rawData()), t.nbytes()};
+}
+
 // CRC-32 over name, dtype, shape and bytes of every tensor, in name order: independent of the
 // file layout, so any changed value, name or shape is caught.
 uint32_t tensorsCrc(std::vector<CrcItem> items) {
@@ -42,8 +46,7 @@ uint32_t tensorsCrc(std::vector<CrcItem> items) {
 
 uint32_t tensorsCrc(const TensorRefList &refs) {
   std::vector<CrcItem> items;
-  for (const auto &[name, t] : refs)
-    items.push_back({&name, t->dtype, &t->shape, static_cast<const uint8_t *>(t->rawData()), t->nbytes()});
+  for (const auto &[name, t] : refs) items.push_back(crcItem(name, *t));
   return tensorsCrc(std::move(items));
 }
 
@@ -131,8 +134,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     if (field("tfmc_model") != impl_->artifact.modelName)
       return refuse(cat("was saved from model '", field("tfmc_model"), "', this is '", impl_->artifact.modelName, "'"));
     std::vector<CrcItem> items;
-    for (const auto &[name, t] : tensors)
-      items.push_back({&name, t.dtype, &t.shape, static_cast<const uint8_t *>(t.rawData()), t.nbytes()});
+    for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
     for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
     if (field("crc32") != checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint")))
       return refuse("checksum mismatch: the file is corrupt");

@@ -55,6 +55,9 @@ struct EntryState {
   // version, and every entry refreshes its weight-derived values and packed weights before its
   // next run (preparedVersion).
   bool mutatesWeights = false;
+  // Per node: it writes a parameter or a session state in place (tfm.adam_update, the cache
+  // writes and reorders, gradient accumulation), so it runs even when no output needs it.
+  std::vector<uint8_t> writesInPlace;
   uint64_t preparedVersion = ~uint64_t(0);  // the weightsVersion `derived` and packed weights are of
   bool usesState = false;       // has State values (their shapes are part of the plan key)
   bool usesDynamicState = false;  // a state with dynamic dims: runs only once bindStates bound them

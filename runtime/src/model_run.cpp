@@ -36,8 +36,8 @@ Status checkInputs(const EntryFunction &fn, const std::vector<Tensor> &inputs) {
   return Status::OK();
 }
 
-// The nodes of runNodes that the wanted outputs depend on, and every node that updates state or
-// weights in place (a cache write, Adam); cached per mask.
+// The nodes of runNodes that the wanted outputs depend on, and every node that writes state or
+// weights in place (EntryState::writesInPlace); cached per mask.
 const std::vector<size_t> &prunedNodes(const EntryState &state, EntryRun &er, const std::vector<bool> &wanted) {
   auto found = er.prunedNodes.find(wanted);
   if (found != er.prunedNodes.end()) return found->second;
@@ -49,8 +49,8 @@ const std::vector<size_t> &prunedNodes(const EntryState &state, EntryRun &er, co
   std::vector<size_t> kept;
   for (auto it = state.runNodes.rbegin(); it != state.runNodes.rend(); ++it) {
     const Node &node = fn.nodes[*it];
-    bool live = node.op == "tfm.adam_update";
-    for (uint32_t v : node.outputs) live = live || needed[v] || fn.values[v].kind != ValueKind::Intermediate;
+    bool live = state.writesInPlace[*it];
+    for (uint32_t v : node.outputs) live = live || needed[v];
     if (!live) continue;
     kept.push_back(*it);
     for (uint32_t v : node.inputs) needed[v] = 1;
