@@ -16,10 +16,13 @@ public:
     return Status::OK();
   }
   Status run(const KernelArgs &a) override {
-    const int32_t *ids = a.inputs[0].as<int32_t>();
-    uint8_t *keep = a.outputs[0].as<uint8_t>();
+    // __restrict and a local pad id: a uint8_t store may alias anything, so without them GCC
+    // reloaded both per element and kept the loop scalar (40 us per decode_step at 128 slots).
+    const int32_t *__restrict ids = a.inputs[0].as<int32_t>();
+    uint8_t *__restrict keep = a.outputs[0].as<uint8_t>();
     const int64_t n = a.inputs[0].numel();
-    for (int64_t i = 0; i < n; ++i) keep[i] = ids[i] != padId_ ? 1 : 0;
+    const int32_t pad = padId_;
+    for (int64_t i = 0; i < n; ++i) keep[i] = ids[i] != pad ? 1 : 0;
     return Status::OK();
   }
 
