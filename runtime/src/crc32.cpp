@@ -25,11 +25,9 @@ Tables makeTables() {
   return t;
 }
 
-}  // namespace
-
-uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
+// The register's update over `size` bytes (no inversions).
+uint32_t tableBytes(const uint8_t *data, size_t size, uint32_t crc) {
   static const Tables t = makeTables();
-  crc = ~crc;
   size_t i = 0;
   for (; i + 8 <= size; i += 8) {
     uint32_t lo, hi;  // little-endian words (x86)
@@ -40,7 +38,30 @@ uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
           t[3][hi & 0xFFu] ^ t[2][(hi >> 8) & 0xFFu] ^ t[1][(hi >> 16) & 0xFFu] ^ t[0][hi >> 24];
   }
   for (; i < size; ++i) crc = t[0][(crc ^ data[i]) & 0xFFu] ^ (crc >> 8);
-  return ~crc;
+  return crc;
+}
+
+}  // namespace
+
+bool cpuHasVpclmul() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("pclmul");
+}
+
+uint32_t crc32Table(const uint8_t *data, size_t size, uint32_t crc) { return ~tableBytes(data, size, ~crc); }
+
+uint32_t crc32(const uint8_t *data, size_t size, uint32_t crc) {
+  static const bool folding = cpuHasVpclmul();
+  crc = ~crc;
+  if (folding && size >= 256) {
+    uint8_t last[16];
+    size_t consumed = 0;
+    crc_detail::foldVpclmul(data, size, crc, last, &consumed);
+    crc = tableBytes(last, 16, 0);
+    data += consumed;
+    size -= consumed;
+  }
+  return ~tableBytes(data, size, crc);
 }
 
 }  // namespace tfmrt
