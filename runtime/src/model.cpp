@@ -131,7 +131,8 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
       if (!checkedNumel(inferred, int64_t(1) << 40, numel))
         return invalidArgument(cat(where, ": result '", result.name, "' is computed from weights only but has shape ",
                                    shapeStr(inferred)));
-      state.derived[out] = Tensor(result.dtype, inferred);
+      // Uninitialised: the weight nodes write all of it before any run() may read it.
+      state.derived[out] = Tensor::uninitialized(result.dtype, inferred);
       state.weightNodes.push_back(i);
     } else {
       state.runNodes.push_back(i);

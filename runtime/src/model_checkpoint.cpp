@@ -177,7 +177,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     // the file's are checked, not kept, and training state starts over with the weights.
     TensorRefList current;
     if (withTrainingState) trainingState(*impl_, current);
-    Status s = setWeights(weights, /*keepTrainingState=*/withTrainingState);
+    Status s = setWeights(std::move(weights), /*keepTrainingState=*/withTrainingState);
     if (!s.ok()) return refuse(s.message());
     std::lock_guard<std::mutex> lock(impl_->callMutex);  // no session runs while the moments change
     for (const auto &[name, t] : current)  // checked above: nothing can fail from here

@@ -26,39 +26,62 @@ Status Model::initWeights(uint64_t seed) {
   }
 }
 
+namespace {
+
+// Why `given` cannot be this model's weights, or OK.
+Status checkWeights(const Artifact &a, const std::map<std::string, Tensor> &given) {
+  std::vector<std::string> problems;
+  for (const ParamInfo &p : a.params) {
+    auto it = given.find(p.name);
+    if (it == given.end()) {
+      problems.push_back(cat("missing tensor '", p.name, "' (expected ", dtypeName(p.dtype), shapeStr(p.shape), ")"));
+      continue;
+    }
+    const Tensor &t = it->second;
+    if (t.dtype != p.dtype)
+      problems.push_back(cat("tensor '", p.name, "' has dtype ", dtypeName(t.dtype), " but the model expects ",
+                             dtypeName(p.dtype)));
+    else if (t.shape != p.shape)
+      problems.push_back(cat("tensor '", p.name, "' has shape ", shapeStr(t.shape), " but the model expects ",
+                             shapeStr(p.shape)));
+    else if (!t.valid())
+      problems.push_back(cat("tensor '", p.name, "' has storage smaller than its shape ", shapeStr(t.shape)));
+  }
+  for (const auto &[name, t] : given)
+    if (a.findParam(name) < 0)
+      problems.push_back(cat("unexpected tensor '", name, "' ", t.describe(), ": model '", a.modelName,
+                             "' has no such parameter"));
+  if (!problems.empty()) {
+    std::string msg = cat(problems.size(), " weight problem", problems.size() > 1 ? "s" : "", ": ");
+    for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i) msg += (i ? "; " : "") + problems[i];
+    if (problems.size() > kMaxListedProblems) msg += cat("; and ", problems.size() - kMaxListedProblems, " more");
+    return invalidArgument(msg);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Model::setWeights(const std::map<std::string, Tensor> &given, bool keepTrainingState) {
   try {
-    const Artifact &a = impl_->artifact;
-    std::vector<std::string> problems;
-    for (const ParamInfo &p : a.params) {
-      auto it = given.find(p.name);
-      if (it == given.end()) {
-        problems.push_back(cat("missing tensor '", p.name, "' (expected ", dtypeName(p.dtype), shapeStr(p.shape), ")"));
-        continue;
-      }
-      const Tensor &t = it->second;
-      if (t.dtype != p.dtype)
-        problems.push_back(cat("tensor '", p.name, "' has dtype ", dtypeName(t.dtype), " but the model expects ",
-                               dtypeName(p.dtype)));
-      else if (t.shape != p.shape)
-        problems.push_back(cat("tensor '", p.name, "' has shape ", shapeStr(t.shape), " but the model expects ",
-                               shapeStr(p.shape)));
-      else if (!t.valid())
-        problems.push_back(cat("tensor '", p.name, "' has storage smaller than its shape ", shapeStr(t.shape)));
-    }
-    for (const auto &[name, t] : given)
-      if (a.findParam(name) < 0)
-        problems.push_back(cat("unexpected tensor '", name, "' ", t.describe(), ": model '", a.modelName,
-                               "' has no such parameter"));
-    if (!problems.empty()) {
-      std::string msg = cat(problems.size(), " weight problem", problems.size() > 1 ? "s" : "", ": ");
-      for (size_t i = 0; i < problems.size() && i < kMaxListedProblems; ++i) msg += (i ? "; " : "") + problems[i];
-      if (problems.size() > kMaxListedProblems) msg += cat("; and ", problems.size() - kMaxListedProblems, " more");
-      return invalidArgument(msg);
-    }
+    TFMRT_RETURN_IF_ERROR(checkWeights(impl_->artifact, given));
     std::vector<Tensor> weights;
-    weights.reserve(a.params.size());
-    for (const ParamInfo &p : a.params) weights.push_back(given.at(p.name));
+    weights.reserve(impl_->artifact.params.size());
+    for (const ParamInfo &p : impl_->artifact.params) weights.push_back(given.at(p.name));
+    return impl_->installWeights(std::move(weights), !keepTrainingState);
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while setting weights");
+  }
+}
+
+// A checkpoint's or weights file's tensors, read into a map of their own: moved in, not copied
+// (a second copy of 31 MB of weights was ~20 % of a one-line `tfmc translate`).
+Status Model::setWeights(std::map<std::string, Tensor> &&given, bool keepTrainingState) {
+  try {
+    TFMRT_RETURN_IF_ERROR(checkWeights(impl_->artifact, given));
+    std::vector<Tensor> weights;
+    weights.reserve(impl_->artifact.params.size());
+    for (const ParamInfo &p : impl_->artifact.params) weights.push_back(std::move(given.at(p.name)));
     return impl_->installWeights(std::move(weights), !keepTrainingState);
   } catch (const std::bad_alloc &) {
     return internalError("out of memory while setting weights");
@@ -68,7 +91,7 @@ Status Model::setWeights(const std::map<std::string, Tensor> &given, bool keepTr
 Status Model::loadWeights(const std::string &path) {
   TensorMap tensors;
   TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors));
-  Status s = setWeights(tensors);
+  Status s = setWeights(std::move(tensors));
   if (!s.ok()) return Status(s.code(), cat("weights file '", path, "': ", s.message()));
   return Status::OK();
 }

@@ -145,7 +145,7 @@ void Tensor::allocate(size_t bytes, Storage storage, bool zero) {
     const size_t head = begin - uintptr_t(raw), tail = len - head - rounded;
     if (head) ::munmap(raw, head);
     if (tail) ::munmap(reinterpret_cast<void *>(begin + rounded), tail);
-    if (storage == Storage::HugeMapping && !getenv("NOHUGE"))
+    if (storage == Storage::HugeMapping)
       (void)madvise(reinterpret_cast<void *>(begin), rounded, MADV_HUGEPAGE);  // advice only: else 4 KiB pages
     storage_ = reinterpret_cast<uint8_t *>(begin);
     capacity_ = bytes;

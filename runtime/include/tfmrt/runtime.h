@@ -107,6 +107,8 @@ public:
   // Training state (the Adam moments of a train_step entry) starts over with new weights, unless
   // `keepTrainingState` (e.g. restoring a checkpoint's weights next to its optimizer state).
   Status setWeights(const std::map<std::string, Tensor> &weights, bool keepTrainingState = false);
+  // The same, taking the tensors over instead of copying them (the map is left holding empty ones).
+  Status setWeights(std::map<std::string, Tensor> &&weights, bool keepTrainingState = false);
   Status loadWeights(const std::string &safetensorsPath);
   Status saveWeights(const std::string &safetensorsPath) const;
 

@@ -17,7 +17,10 @@ void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *pa
     if (transposed) {
       // 64 x 64 tiles: 64 contiguous reads of each weight row, written `width` floats apart within
       // a tile (in L1). Element-by-element over the whole panel was ~0.25 GB/s at 32000 x 512.
-      std::fill(out, out + k * width, 0.0f);
+      // Only a last, narrower panel has columns to zero (the whole panel was filled first: most of
+      // the packing time of a one-line translation).
+      if (cols < width)
+        for (int64_t kk = 0; kk < k; ++kk) std::fill(out + kk * width + cols, out + (kk + 1) * width, 0.0f);
       for (int64_t k0 = 0; k0 < k; k0 += 64) {
         const int64_t k1 = std::min(k, k0 + 64);
         for (int64_t j = 0; j < cols; ++j) {
