@@ -55,11 +55,19 @@ def main():
     subprocess.run(cmd + ["--steps", str(steps), "--checkpoint", ref], check=True, stdout=subprocess.DEVNULL)
 
     # Start-up (loading, kernel preparation) takes 0.1-0.5 s depending on the build (the
-    # sanitizer build is slowest): kills are spread over start-up plus 0.3 s of training, so
-    # they land in start-up, between steps and inside checkpoint writes whatever the build.
+    # sanitizer build is slowest): kills are spread over start-up plus up to 0.3 s of training, so
+    # they land in start-up, between steps and inside checkpoint writes whatever the build. The
+    # training part is capped at the time of steps / (2 x kills) steps (timed with a checkpoint
+    # after each, as below), so the run cannot finish before all kills are done however fast its
+    # steps and writes are (a faster checksum once ended a run after 54 of 60 kills).
     t0 = time.monotonic()
     subprocess.run(cmd + ["--steps", "1"], check=True, stdout=subprocess.DEVNULL)
-    window = time.monotonic() - t0 + 0.3
+    startup = time.monotonic() - t0
+    t0 = time.monotonic()
+    subprocess.run(cmd + ["--steps", "200", "--checkpoint", os.path.join(work, "timing"), "--checkpoint-every", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+    per_step = max(0.0, time.monotonic() - t0 - startup) / 200
+    window = startup + (min(0.3, per_step * steps / (2 * kills)) if per_step > 0 else 0.3)
 
     rng = random.Random(1)
     done = killed = during_write = restarts = 0
