@@ -1,5 +1,4 @@
 // `tfmc compile`: spec -> tfm IR -> verified -> artifact. The only TU of the CLI that sees MLIR.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include "CompilerCommands.h"
 #include "Pipeline.h"
 #include "spec/ModelSpec.h"
+#include "tfmrt/files.h"
 #include "tfmrt/runtime.h"
 
 namespace tfmc {
@@ -74,19 +74,7 @@ tfmrt::Status writeExecutable(const tfmrt::Artifact &artifact, const std::string
   std::vector<uint8_t> bytes;
   TFMRT_RETURN_IF_ERROR(tfmrt::serializeArtifact(artifact, bytes));
   tfmrt::appendEmbeddedArtifact(program, bytes);
-  const std::string tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char *>(program.data()), std::streamsize(program.size()));
-    if (!f.flush()) {
-      std::remove(tmp.c_str());
-      return tfmrt::ioError("cannot write '" + tmp + "'");
-    }
-  }
-  if (chmod(tmp.c_str(), 0755) != 0 || std::rename(tmp.c_str(), out.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return tfmrt::ioError("cannot create the executable '" + out + "'");
-  }
+  TFMRT_RETURN_IF_ERROR(tfmrt::writeFileBytes(out, "executable", program.data(), program.size(), /*executable=*/true));
   bytesWritten = program.size();
   return tfmrt::Status::OK();
 }
@@ -142,6 +130,10 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     plans.push_back(std::move(p));
   }
   std::string out = outPath.empty() ? defaultOutputPath(spec, executable) : outPath;
+  if (tfmrt::Status s = tfmrt::refuseOverwriting(out, "output", {specPath}); !s.ok()) {
+    std::cerr << "tfmc: error: " << s.message() << "\n";
+    return false;
+  }
   size_t executableBytes = 0;
   tfmrt::Status status = executable ? writeExecutable(artifact, out, executableBytes) : tfmrt::writeArtifactFile(artifact, out);
   if (!status.ok()) {

@@ -101,16 +101,17 @@ int main(int argc, char **argv) {
   if (!tfmc::parseCommandLine("tfmc", command, argc, argv, 2, cl, exitCode)) return exitCode;
   // The last line of defence: whatever a command did not turn into a Status ends in a message and
   // exit status 1, not in std::terminate's abort.
+  const std::string tool = "tfmc " + command;
   try {
-    if (command == "compile") return tfmc::compileCommand(cl);
-    if (command == "run") return tfmc::runCommand(cl);
-    if (command == "train") return tfmc::trainCommand(cl);
-    if (command == "tokenizer") return tfmc::tokenizerCommand(cl);
-    if (command == "translate") return tfmc::translateCommand(cl);
-    if (command == "demo") return tfmc::demoCommand(cl);
-    if (command == "inspect") return tfmc::inspectCommand(cl);
-    if (command == "bench") return tfmc::benchCommand(cl);
-    if (command == "average") return tfmc::averageCommand(cl);
+    if (command == "compile") return tfmc::finishStandardOutput(tool, tfmc::compileCommand(cl));
+    if (command == "run") return tfmc::finishStandardOutput(tool, tfmc::runCommand(cl));
+    if (command == "train") return tfmc::finishStandardOutput(tool, tfmc::trainCommand(cl));
+    if (command == "tokenizer") return tfmc::finishStandardOutput(tool, tfmc::tokenizerCommand(cl));
+    if (command == "translate") return tfmc::finishStandardOutput(tool, tfmc::translateCommand(cl));
+    if (command == "demo") return tfmc::finishStandardOutput(tool, tfmc::demoCommand(cl));
+    if (command == "inspect") return tfmc::finishStandardOutput(tool, tfmc::inspectCommand(cl));
+    if (command == "bench") return tfmc::finishStandardOutput(tool, tfmc::benchCommand(cl));
+    if (command == "average") return tfmc::finishStandardOutput(tool, tfmc::averageCommand(cl));
   } catch (const std::bad_alloc &) {
     std::cerr << "tfmc " << command << ": error: out of memory (a batch, length or vocabulary too large for this machine?)\n";
     return 1;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -75,8 +76,57 @@ Status FileView::open(const std::string &path, const char *what) {
   return Status::OK();
 }
 
-Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size) {
-  std::string tmp = path + ".tmp";
+Status outputTarget(const std::string &path, const char *what, std::string &target, bool &inPlace) {
+  if (path.empty()) return invalidArgument(cat("no path given for the ", what));
+  target = path;
+  inPlace = false;
+  struct stat st;
+  // A symbolic link: the file it names is written (replacing the link by a regular file left
+  // its target stale); a link to nothing is refused.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    char *resolved = ::realpath(path.c_str(), nullptr);
+    if (!resolved)
+      return ioError(cat("cannot write ", what, " '", path, "': it is a symbolic link to a missing file"));
+    target = resolved;
+    std::free(resolved);
+  }
+  if (::stat(target.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return ioError(cat("cannot write ", what, " '", path, "': it is a directory"));
+    // A device or pipe (/dev/null, /dev/stdout, a FIFO) is written into: a temporary file renamed
+    // over it would replace the device node.
+    inPlace = !S_ISREG(st.st_mode);
+  }
+  return Status::OK();
+}
+
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  return !a.empty() && !b.empty() && ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 &&
+         S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+Status refuseOverwriting(const std::string &output, const char *what, const std::vector<std::string> &inputs) {
+  for (const std::string &in : inputs)
+    if (sameFile(output, in))
+      return invalidArgument(cat("the ", what, " '", output, "' is also an input ('", in,
+                                 "'): writing it would destroy that input; choose another path"));
+  return Status::OK();
+}
+
+Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size, bool executable) {
+  std::string target;
+  bool inPlace = false;
+  TFMRT_RETURN_IF_ERROR(outputTarget(path, what, target, inPlace));
+  if (inPlace) {
+    std::FILE *f = std::fopen(target.c_str(), "wb");
+    if (!f) return ioError(cat("cannot open ", what, " '", path, "' for writing: ", std::strerror(errno)));
+    bool ok = (size ? std::fwrite(data, 1, size, f) == size : true) && std::fflush(f) == 0;
+    int e = ok ? 0 : errno;
+    if (std::fclose(f) != 0 && ok) ok = false, e = errno;
+    if (!ok) return ioError(cat("failed writing ", what, " '", path, "': ", std::strerror(e)));
+    return Status::OK();
+  }
+  std::string tmp = target + ".tmp";
   std::FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f) return ioError(cat("cannot open ", what, " '", path, "' for writing: ", std::strerror(errno)));
   size_t put = size ? std::fwrite(data, 1, size, f) : 0;
@@ -84,7 +134,8 @@ Status writeFileBytes(const std::string &path, const char *what, const void *dat
   // either the old file or the new one.
   bool ok = put == size && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (ok && executable) ok = ::chmod(tmp.c_str(), 0755) == 0;
+  if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
     int e = errno;
     std::remove(tmp.c_str());
     return ioError(cat("failed writing ", what, " '", path, "': ", std::strerror(e)));

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tfmrt/files.h"
 #include "tfmrt/status.h"
 
 namespace tfmrt {
@@ -30,9 +31,5 @@ private:
   size_t size_ = 0;
   std::vector<uint8_t> copy_;
 };
-
-// Writes to a temporary file in the same directory and renames it over `path`, so a failed or
-// interrupted write never leaves a truncated file behind.
-Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size);
 
 }  // namespace tfmrt

@@ -10,6 +10,7 @@
 #include "Commands.h"
 #include "RunSupport.h"
 #include "TokenizerRecord.h"
+#include "tfmrt/files.h"
 
 namespace tfmc {
 
@@ -25,6 +26,11 @@ int averageCommand(const CommandLine &cl) {
     return 2;
   }
   const std::vector<std::string> checkpoints(cl.positionals.begin() + 1, cl.positionals.end());
+  // By file, not by spelling (./ck, links): the artifact counts too.
+  if (auto s = tfmrt::refuseOverwriting(out, "output", cl.positionals); !s.ok()) {
+    fail("average", s);
+    return 2;
+  }
   for (const std::string &c : checkpoints)
     if (c == out) {
       std::cerr << "tfmc average: error: the output '" << out << "' is also an input\n";

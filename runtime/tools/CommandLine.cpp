@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "Commands.h"
@@ -228,6 +230,16 @@ bool isCommand(const std::string &command) {
   return false;
 }
 
+int finishStandardOutput(const std::string &tool, int code) {
+  std::cout.flush();
+  errno = 0;  // a reason only from this flush (an earlier failed write left only the error flag)
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  if (code) return code;  // the command reported its own error (a failed write, perhaps this one)
+  const int e = errno;
+  std::fprintf(stderr, "%s: error: cannot write standard output%s%s\n", tool.c_str(), e ? ": " : "", e ? std::strerror(e) : "");
+  return code ? code : 1;
+}
+
 bool parseCommandLine(const std::string &tool, const std::string &command, int argc, char **argv, int first,
                       CommandLine &cl, int &exitCode) {
   const std::vector<CommandSpec> specs = commandSpecs();
@@ -290,6 +302,20 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
       for (const std::string &value : opt->results()) cl.flags.push_back({name, value});
     else cl.flags.push_back({name, opt->results().back()});
   }
+  // An empty value or argument (`-o ""`, `--output=`, an unset shell variable) is an error, not a
+  // silent fallback to a default path: `compile spec.yaml -o ""` overwrote ./<name>.tfmx.
+  auto refuseEmpty = [&](const std::string &what) {
+    std::cerr << app.get_name() << ": error: " << what << " is empty\n(" << app.get_name() << " --help lists the options)\n";
+    exitCode = 2;
+    return false;
+  };
+  for (const auto &[name, value] : cl.flags) {
+    bool takesValue = false;
+    for (const OptionSpec &o : spec->options) takesValue = takesValue || (name == o.name && o.kind != Kind::Flag);
+    if (takesValue && value.empty()) return refuseEmpty((name.size() == 1 ? "the value of -" : "the value of --") + name);
+  }
+  for (const std::string &p : positionals)
+    if (p.empty()) return refuseEmpty("an argument");
   cl.positionals = positionals;
   return true;
 }

@@ -44,6 +44,10 @@ bool isCommand(const std::string &command);
 // Parses argv[first..] with `command`'s declared options (CommandLine.cpp): `-o x`, `--name=value`,
 // `--name value`, positionals. Unknown options and malformed numbers are errors. False when the
 // command must not run: after --help / --version (exitCode 0) or an error (printed, exitCode 2).
+// The exit status once a command returned `code`: standard output is flushed, and a write that
+// failed (a full disk, /dev/full, a closed pipe) turns success into 1 with a message, since the
+// output the user asked for is lost.
+int finishStandardOutput(const std::string &tool, int code);
 bool parseCommandLine(const std::string &tool, const std::string &command, int argc, char **argv, int first,
                       CommandLine &cl, int &exitCode);
 

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
   cl.positionals.push_back(self);
   if (!cl.has("input") && !cl.has("data")) cl.flags.push_back({"input", "-"});
   try {  // as tfmc's main: a message and exit status 1, never std::terminate's abort
-    return tfmc::translateCommand(cl);
+    return tfmc::finishStandardOutput(argv[0], tfmc::translateCommand(cl));
   } catch (const std::bad_alloc &) {
     std::fprintf(stderr, "%s: error: out of memory (a batch or length too large for this machine?)\n", argv[0]);
   } catch (const std::exception &e) {

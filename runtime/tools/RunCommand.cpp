@@ -11,6 +11,7 @@
 #include "Commands.h"
 #include "RunSupport.h"
 #include "SampleIds.h"
+#include "tfmrt/files.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
 
@@ -107,6 +108,12 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
   if (!parseKernels(cmd, rs.kernels, options.backend)) return 2;
+  if (!rs.output.empty())
+    if (auto s = tfmrt::refuseOverwriting(rs.output, "--output file", {rs.artifactPath, rs.weights, rs.inputs}); !s.ok())
+      return fail(cmd, s);
+  if (!rs.saveWeights.empty())
+    if (auto s = tfmrt::refuseOverwriting(rs.saveWeights, "--save-weights file", {rs.artifactPath, rs.inputs}); !s.ok())
+      return fail(cmd, s);
   options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
@@ -236,6 +243,10 @@ int runForward(const char *cmd, const RunSettings &rs) {
   return 0;
 }
 
+// Larger sample batches and lengths than any machine here holds (the model refuses what its
+// max_len or memory cannot take, with its own message).
+constexpr int64_t kMaxRunSize = int64_t(1) << 20;
+
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
                      std::vector<std::string> known) {
   for (const char *flag : {"weights", "seed", "inputs", "batch", "src-len", "tgt-len", "kernels",
@@ -263,6 +274,13 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   rs.tgtLen = cl.getInt("tgt-len", -1);
   rs.iters = cl.getInt("iters", 1);
   rs.threads = cl.getInt("threads", 0);
+  // Sizes: -1 (not given) takes the spec's; a given one must be usable (a negative one silently
+  // took the spec's, 2^63 - 1 ended in an internal error).
+  for (const auto &[flag, value] : {std::pair<const char *, int64_t>{"batch", rs.batch}, {"src-len", rs.srcLen}, {"tgt-len", rs.tgtLen}})
+    if (cl.has(flag) && (value < 1 || value > kMaxRunSize)) {
+      std::cerr << "tfmc " << cmd << ": error: --" << flag << " must be in [1, " << kMaxRunSize << "], got " << value << "\n";
+      return false;
+    }
   if (rs.iters < 1) {  // was run once silently
     std::cerr << "tfmc " << cmd << ": error: --iters must be >= 1, got " << rs.iters << "\n";
     return false;

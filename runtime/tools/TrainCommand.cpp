@@ -11,8 +11,10 @@
 #include <iostream>
 #include <numeric>
 #include <optional>
+#include <tuple>
 #include <csignal>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -23,6 +25,7 @@
 #include "tfmdata/search.h"
 #include "tfmdata/tokenizer.h"
 #include "tfmdist/communicator.h"
+#include "tfmrt/files.h"
 
 namespace tfmc {
 namespace {
@@ -186,7 +189,18 @@ std::string firstNonFiniteParameter(const tfmrt::Model &model) {
 // Fails early (before any training) when `path` cannot be written: the directory is missing or
 // not writable. Probes with the temporary name the atomic writer uses.
 bool writable(const std::string &path, std::string &why) {
-  const std::string probe = path + ".tmp";
+  std::string target;
+  bool inPlace = false;
+  if (tfmrt::Status s = tfmrt::outputTarget(path, "file", target, inPlace); !s.ok()) {
+    why = s.message();
+    return false;
+  }
+  if (inPlace) {  // a device or FIFO: written into, no temporary file (none is made here either)
+    if (::access(target.c_str(), W_OK) == 0) return true;
+    why = std::strerror(errno);
+    return false;
+  }
+  const std::string probe = target + ".tmp";
   std::FILE *f = std::fopen(probe.c_str(), "wb");
   if (!f) {
     why = std::strerror(errno);
@@ -327,7 +341,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --steps must be >= 1\n";
     return 2;
   }
-  if (firstStep < 1 || (cl.has("steps") && firstStep + cl.getInt("steps", 1) - 1 > INT32_MAX)) {
+  // (Compared without forming firstStep + steps, which overflowed for --first-step 2^63 - 1.)
+  if (firstStep < 1 || firstStep > INT32_MAX || (cl.has("steps") && cl.getInt("steps", 1) > INT32_MAX - firstStep + 1)) {
     std::cerr << "tfmc train: error: --first-step must be >= 1 (and the last step at most " << INT32_MAX << ")\n";
     return 2;
   }
@@ -353,6 +368,22 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       if (f) std::fclose(f);
     }
   } closeMetrics{metrics};
+  // Outputs that are inputs (train model.tfmx --checkpoint model.tfmx) would destroy them; --resume
+  // and --checkpoint naming one file is the usual way to continue a run.
+  const std::vector<std::string> inputsRead{rs.artifactPath, rs.weights, cl.get("tokenizer")};
+  for (const auto &[path, what, also] :
+       {std::tuple<std::string, const char *, std::string>{checkpoint, "--checkpoint file", ""},
+        {rs.saveWeights, "--save-weights file", resume},
+        {cl.get("metrics"), "--metrics file", resume}}) {
+    std::vector<std::string> inputs = inputsRead;
+    inputs.push_back(also);
+    if (what != std::string("--checkpoint file")) inputs.push_back(checkpoint);
+    if (!path.empty())
+      if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
+        std::cerr << "tfmc train: error: " << s.message() << "\n";
+        return 2;
+      }
+  }
   for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "checkpoint"},
                                    {rs.saveWeights, "--save-weights file"}}) {
     std::string why;
@@ -443,7 +474,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
                 (long long)(firstStep - 1), (long long)info.maxSteps);
     return 0;
   }
-  if (firstStep + steps - 1 > INT32_MAX) {
+  if (steps > INT32_MAX - firstStep + 1) {
     std::cerr << "tfmc train: error: steps past " << INT32_MAX << " are not supported\n";
     return 2;
   }

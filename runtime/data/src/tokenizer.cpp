@@ -3,8 +3,15 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <unordered_map>
+
+#include "tfmrt/files.h"
 
 namespace tfmdata {
 namespace {
@@ -16,6 +23,9 @@ tfmrt::Status fromSp(const sentencepiece::util::Status &s, const std::string &wh
   std::string text = s.ToString();
   const size_t bracket = text.find("] ");
   if (text.rfind("Internal: ", 0) == 0 && bracket != std::string::npos && bracket + 2 < text.size()) text.erase(0, bracket + 2);
+  // Its advice names its own option, which tfmc does not have (tfmc uses full character coverage).
+  if (const size_t advice = text.find(" or decrease character_coverage"); advice != std::string::npos)
+    text = text.substr(0, advice) + " (tfmc tokenizer --vocab)";
   return tfmrt::invalidArgument(what + ": " + text);
 }
 
@@ -39,7 +49,17 @@ Tokenizer::~Tokenizer() = default;
 
 tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer> &out) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
-  TFMRT_RETURN_IF_ERROR(fromSp(t->sp_->Load(path), "cannot load tokenizer '" + path + "'"));
+  // SentencePiece reads a directory through a stream that throws, and reports a file that is not
+  // a model as a failed internal check: say what is wrong with the file instead.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return tfmrt::notFound("cannot load tokenizer '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': not a regular file");
+  if (st.st_size == 0) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
+  if (const auto s = t->sp_->Load(path); !s.ok())
+    return tfmrt::invalidArgument("cannot load tokenizer '" + path +
+                                  "': not a SentencePiece model, or a damaged one (make one with tfmc tokenizer); "
+                                  "SentencePiece says: " + s.ToString());
   if (t->sp_->pad_id() != 0 || t->sp_->bos_id() != 1 || t->sp_->eos_id() != 2 || t->sp_->unk_id() != 3)
     return tfmrt::invalidArgument("tokenizer '" + path + "' has pad/bos/eos/unk ids " +
                                   std::to_string(t->sp_->pad_id()) + "/" + std::to_string(t->sp_->bos_id()) + "/" +
@@ -51,7 +71,16 @@ tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer
 
 tfmrt::Status Tokenizer::train(const std::vector<std::string> &sentences, const TokenizerOptions &options,
                                const std::string &path, std::unique_ptr<Tokenizer> &out) {
-  if (sentences.empty()) return tfmrt::invalidArgument("cannot train a tokenizer on no sentences");
+  // SentencePiece skips lines longer than its max_sentence_length (4192 bytes) and ends the process
+  // (exit 255) when no character is left: refuse such a corpus here.
+  constexpr size_t kMaxLineBytes = 4192;
+  const bool usable = std::any_of(sentences.begin(), sentences.end(), [](const std::string &line) {
+    return line.size() <= kMaxLineBytes && line.find_first_not_of(" \t\r\n\v\f") != std::string::npos;
+  });
+  if (!usable)
+    return tfmrt::invalidArgument("cannot train a tokenizer: the corpus has no line with text on it of at most " +
+                                  std::to_string(kMaxLineBytes) + " bytes (" + std::to_string(sentences.size()) +
+                                  " lines: empty, whitespace only or longer)");
   const std::unordered_map<std::string, std::string> args{
       {"vocab_size", std::to_string(options.vocabSize)},
       {"model_type", "unigram"},
@@ -68,15 +97,8 @@ tfmrt::Status Tokenizer::train(const std::vector<std::string> &sentences, const 
   VectorIterator it(sentences);
   std::string proto;
   TFMRT_RETURN_IF_ERROR(fromSp(sentencepiece::SentencePieceTrainer::Train(args, &it, &proto), "tokenizer training failed"));
-  // Write atomically: a partial model file must never be left behind.
-  const std::string tmp = path + ".tmp";
-  std::FILE *f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return tfmrt::ioError("cannot write tokenizer '" + path + "'");
-  const bool ok = std::fwrite(proto.data(), 1, proto.size(), f) == proto.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return tfmrt::ioError("cannot write tokenizer '" + path + "'");
-  }
+  // Atomically: a partial model file must never be left behind.
+  TFMRT_RETURN_IF_ERROR(tfmrt::writeFileBytes(path, "tokenizer", proto.data(), proto.size()));
   return load(path, out);
 }
 

@@ -1,0 +1,24 @@
+// Writing output files safely, for the runtime and the command-line tools.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tfmrt/status.h"
+
+namespace tfmrt {
+
+// Writes to a temporary file in the same directory and renames it over `path`, so a failed or
+// interrupted write never leaves a truncated file behind. A symbolic link is followed (its target
+// is replaced, the link kept); a device or FIFO (/dev/null) is written into; a directory or an
+// empty path is refused. `executable`: mode 0755.
+Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size, bool executable = false);
+// Where writeFileBytes writes `path` and whether in place (a device or FIFO): the checks above.
+Status outputTarget(const std::string &path, const char *what, std::string &target, bool &inPlace);
+// Both name one existing regular file (same device and inode, through links and relative paths).
+bool sameFile(const std::string &a, const std::string &b);
+// An error when `output` is one of `inputs` (compile -o spec.yaml, run --output model.tfmx, ...).
+Status refuseOverwriting(const std::string &output, const char *what, const std::vector<std::string> &inputs);
+
+}  // namespace tfmrt
