@@ -123,6 +123,10 @@ int benchCommand(const CommandLine &cl) {
     return 2;
   }
   const double peak = double(cl.getInt("peak-gflops", 450));
+  if (peak < 1) {  // printed "inf%" and negative shares
+    std::cerr << "tfmc bench: error: --peak-gflops must be >= 1 (the machine's nominal GFLOP/s), got " << cl.get("peak-gflops") << "\n";
+    return 2;
+  }
 
   // Full-length rows (no padding), ids away from the special tokens.
   const uint64_t seed = uint64_t(cl.getInt("seed", 1));

@@ -91,8 +91,8 @@ Status parseSafetensorsSelected(const uint8_t *data, size_t size, const std::fun
   uint64_t headerLen = 0;
   for (int i = 0; i < 8; ++i) headerLen |= uint64_t(data[i]) << (8 * i);
   if (headerLen > size - 8)
-    return dataLoss(cat(src, ": truncated safetensors file: header length ", headerLen, " exceeds the ", size - 8,
-                        " bytes after the length field"));
+    return dataLoss(cat(src, ": not a safetensors file, or a truncated one: its first 8 bytes give a header of ",
+                        headerLen, " bytes, but only ", size - 8, " follow"));
   if (headerLen > kMaxHeaderBytes)
     return invalidArgument(cat(src, ": safetensors header length ", headerLen, " exceeds the 100 MiB limit"));
   JsonValue header;

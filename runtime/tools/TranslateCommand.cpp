@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -22,6 +24,7 @@
 #include "tfmdata/search.h"
 #include "tfmdata/text.h"
 #include "tfmdata/tokenizer.h"
+#include "tfmrt/files.h"
 
 namespace tfmc {
 namespace {
@@ -57,6 +60,7 @@ struct Job {
   bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best > 1 or --word-scores)
   bool wordScores = false;  // a last field: per-token log-probabilities
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
+  int64_t maxSentences = 0;               // --max-sentences (0: all)
   int64_t outTokens = 0;
   double logProb = 0;  // --score-reference: summed over the references scored
 };
@@ -107,8 +111,14 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     if (prefixes) TFMRT_RETURN_IF_ERROR(encode((*prefixes)[i], i, prefixIds[i]));
     if (targets) TFMRT_RETURN_IF_ERROR(encode((*targets)[i], i, targetIds[i]));
   }
-  std::vector<size_t> order;
+  std::vector<size_t> order, empty;
   for (size_t i = 0; i < sources.size(); ++i) {
+    // An empty (or whitespace-only) line translates to an empty line, as in Marian and
+    // CTranslate2; decoding from </s> alone made up a sentence ("A man.").
+    if (!targets && ids[i].empty() && (!prefixes || prefixIds[i].empty())) {
+      empty.push_back(i);
+      continue;
+    }
     // A reference is scored whole or not at all (a truncated one would get a wrong score).
     if (targets && int64_t(targetIds[i].size()) > maxLen - 2) {
       job.notes.maxTarget = maxLen - 2;
@@ -172,6 +182,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
     if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
   }
+  if (job.nBestLines)  // one empty hypothesis, scored 0 (nothing was decoded)
+    for (size_t k : empty) lines[k] = std::to_string(first + k) + " |||  ||| 0.0000" + (job.wordScores ? " |||" : "");
   return tfmrt::Status::OK();
 }
 
@@ -193,7 +205,11 @@ int translateStream(Job &job, std::FILE *out) {
       ssize_t n;
       do n = ::read(0, chunk, sizeof chunk);
       while (n < 0 && errno == EINTR);
-      if (n <= 0) {
+      if (n < 0) {  // standard input is a directory, or a read failed: not an empty input
+        std::cerr << "tfmc translate: error: cannot read standard input: " << std::strerror(errno) << "\n";
+        return 1;
+      }
+      if (n == 0) {
         eof = true;
         break;
       }
@@ -203,6 +219,12 @@ int translateStream(Job &job, std::FILE *out) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         pending.push_back(std::move(line));
         buffer.erase(0, pos + 1);
+      }
+      if (job.maxSentences > 0 && int64_t(next + pending.size()) >= job.maxSentences) {  // --max-sentences: stop reading
+        pending.resize(size_t(job.maxSentences - int64_t(next)));
+        buffer.clear();
+        eof = true;
+        break;
       }
       if (int64_t(pending.size()) >= job.batch) break;
     }
@@ -215,7 +237,10 @@ int translateStream(Job &job, std::FILE *out) {
     std::vector<std::string> lines;
     if (auto s = translateAll(job, pending, next, lines, nullptr, false); !s.ok()) return fail("translate", s);
     for (const auto &l : lines) std::fprintf(out, "%s\n", l.c_str());
-    std::fflush(out);
+    if (std::fflush(out) != 0 || std::ferror(out)) {  // a full disk or closed pipe: say so, stop
+      std::cerr << "tfmc translate: error: cannot write the translations: " << std::strerror(errno) << "\n";
+      return 1;
+    }
     next += pending.size();
     pending.clear();
   }
@@ -259,7 +284,7 @@ int translateCommand(const CommandLine &cl) {
       char *end = nullptr;
       const double w = std::strtod(item.c_str(), &end);
       if (item.empty() || *end != '\0' || !(w > 0 && w <= 1e30)) {
-        std::cerr << "tfmc translate: error: --ensemble-weights takes positive numbers, comma-separated; got '" << item
+        std::cerr << "tfmc translate: error: --ensemble-weights takes positive numbers up to 1e30, comma-separated; got '" << item
                   << "'\n";
         return 2;
       }
@@ -296,9 +321,25 @@ int translateCommand(const CommandLine &cl) {
   job.wordScores = cl.has("word-scores");
   job.nBestLines = job.nBest > 1 || job.wordScores;
   const int64_t threads = cl.getInt("threads", 0);
-  if (job.batch < 1 || job.maxBatchTokens < 0 || threads < 0 || job.nBest < 1 || cl.getInt("max-sentences", 0) < 0) {
-    std::cerr << "tfmc translate: error: --batch and --n-best must be >= 1, --max-batch-tokens, --max-sentences and "
-                 "--threads >= 0\n";
+  job.maxSentences = cl.getInt("max-sentences", 0);
+  for (const auto &[flag, bad, rule] : {std::tuple<const char *, bool, const char *>{"batch", job.batch < 1, ">= 1"},
+                                        {"n-best", job.nBest < 1, ">= 1"},
+                                        {"max-batch-tokens", job.maxBatchTokens < 0, ">= 0 (0: no limit)"},
+                                        {"max-sentences", job.maxSentences < 0, ">= 0 (0: all)"},
+                                        {"threads", threads < 0, ">= 0 (0: all cores)"}})
+    if (bad) {
+      std::cerr << "tfmc translate: error: --" << flag << " must be " << rule << ", got " << cl.get(flag) << "\n";
+      return 2;
+    }
+  // Sampling's settings without --sample changed nothing (the search ignored them): refuse.
+  for (const char *flag : {"top-k", "top-p", "temperature", "seed"})
+    if (cl.has(flag) && !cl.has("sample")) {
+      std::cerr << "tfmc translate: error: --" << flag << " shapes sampling: add --sample (or drop --" << flag << ")\n";
+      return 2;
+    }
+  if (cl.has("reference") && cl.has("data")) {
+    std::cerr << "tfmc translate: error: --data brings its own references (the --tgt side of --split); --reference "
+                 "goes with --input\n";
     return 2;
   }
   if (threads > tfmrt::kMaxThreads) {
@@ -306,9 +347,20 @@ int translateCommand(const CommandLine &cl) {
     return 2;
   }
   if (cl.has("output")) {  // fail now, not after the whole translation
+    std::vector<std::string> inputs = cl.positionals;
+    for (const char *flag : {"weights", "checkpoint"})
+      for (const std::string &path : cl.getAll(flag)) inputs.push_back(path);
+    for (const char *flag : {"tokenizer", "input", "reference", "target-prefix"}) inputs.push_back(cl.get(flag));
+    if (auto s = tfmrt::refuseOverwriting(cl.get("output"), "--output file", inputs); !s.ok()) {
+      fail("translate", s);
+      return 2;
+    }
+    std::string target;
+    bool inPlace = false;
+    if (auto s = tfmrt::outputTarget(cl.get("output"), "--output file", target, inPlace); !s.ok()) return fail("translate", s);
     std::ofstream probe(cl.get("output"), std::ios::app);
     if (!probe) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
       return 1;
     }
   }
@@ -442,7 +494,7 @@ int translateCommand(const CommandLine &cl) {
       return fail("translate", s);
     if (cl.has("reference"))
       if (auto s = tfmdata::readLines(cl.get("reference"), references); !s.ok()) return fail("translate", s);
-    if (!references.empty() && references.size() != sources.size()) {
+    if (cl.has("reference") && references.size() != sources.size()) {  // an empty file too: no silent BLEU-less run
       std::cerr << "tfmc translate: error: " << sources.size() << " source lines but " << references.size()
                 << " reference lines\n";
       return 1;
@@ -480,8 +532,11 @@ int translateCommand(const CommandLine &cl) {
   if (cl.has("output")) {
     std::ofstream out(cl.get("output"));
     for (const auto &h : lines) out << h << "\n";
-    if (!out) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+    out.flush();  // a full disk shows here or at close, not in the stream's state before
+    const bool written = bool(out);
+    out.close();
+    if (!written || !out) {
+      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
       return 1;
     }
   } else if (!cl.has("data")) {

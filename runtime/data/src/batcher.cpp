@@ -9,17 +9,27 @@ namespace tfmdata {
 tfmrt::Status Batcher::create(std::vector<Example> examples, const BatcherOptions &options, Batcher &out) {
   out = Batcher();
   out.options_ = options;
+  const size_t given = examples.size();
+  size_t emptySide = 0;
   for (Example &e : examples) {
     // + 1 for EOS on the source and BOS/EOS (one each side of the shift) on the target.
     if (int64_t(e.src.size()) + 1 > options.maxLen || int64_t(e.tgt.size()) + 1 > options.maxLen || e.src.empty() ||
         e.tgt.empty()) {
       ++out.dropped_;
+      emptySide += e.src.empty() || e.tgt.empty();
       continue;
     }
     out.examples_.push_back(std::move(e));
   }
+  // Why nothing is left, in the user's terms (an empty corpus was reported as too long for max_len).
+  if (given == 0) return tfmrt::invalidArgument("the corpus has no sentence pairs");
+  if (out.examples_.empty() && emptySide == given)
+    return tfmrt::invalidArgument("none of the corpus's " + std::to_string(given) +
+                                  " sentence pairs has text on both sides (empty or whitespace-only lines)");
   if (out.examples_.empty())
-    return tfmrt::invalidArgument("no sentence pair fits max_len " + std::to_string(options.maxLen));
+    return tfmrt::invalidArgument("no sentence pair fits max_len " + std::to_string(options.maxLen) + " (" +
+                                  std::to_string(given - emptySide) + " pairs longer, " + std::to_string(emptySide) +
+                                  " with an empty side)");
   std::vector<int64_t> order(out.examples_.size());
   std::iota(order.begin(), order.end(), 0);
   auto len = [&](int64_t i) { return std::make_pair(out.examples_[i].tgt.size(), out.examples_[i].src.size()); };
