@@ -33,6 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+# Issue 7's targets: cached vs full prefix on test_2016 with a trained small checkpoint.
+TARGETS = {1: 4.5, 4: 7.0}
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -168,6 +172,18 @@ def main():
                   f"FLOP ratio {mf / mc:.2f}x (the speed-up if both ran at the same FLOP rate; not a bound: the full-prefix "
                   f"run also has more work that is not a GEMM); rates cached {2 * mc / c / 1e9:.0f}, "
                   f"full prefix {2 * mf / f / 1e9:.0f} GFLOP/s")
+            target = TARGETS.get(beam)
+            if target:
+                # speed-up = FLOP ratio x (cached FLOP rate / full-prefix FLOP rate): the rate the
+                # cached run needs for the target, everything in it (attention over the cache, search,
+                # encode) included, against the full-prefix run's measured rate.
+                need = target / (mf / mc) * 2 * mf / f / 1e9
+                print(f"beam {beam}: the target {target}x needs the cached run's whole time at >= {need:.0f} GFLOP/s of GEMM "
+                      f"work ({target}x / FLOP ratio {mf / mc:.2f}x = {target / (mf / mc):.2f} x the full-prefix run's "
+                      f"{2 * mf / f / 1e9:.0f} GFLOP/s); it runs at {2 * mc / c / 1e9:.0f}"
+                      + (f"; its GEMMs alone run at {statistics.median(r['step'] for r in rates):.0f} (decode step) and "
+                         f"{statistics.median(r['encode'] for r in rates):.0f} (encode), the FMA peak is "
+                         f"{statistics.median(r['peak'] for r in rates):.0f}" if rates else ""))
             if rates:
                 me = encoder_macs(dims, counts[True])
                 # Per round: that round's full-prefix time over the floor from that round's rates.
