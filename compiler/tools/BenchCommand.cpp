@@ -110,9 +110,10 @@ int benchCommand(const CommandLine &cl) {
   const int64_t batch = cl.getInt("batch", spec.compile.batch);
   const int64_t srcLen = cl.getInt("src-len", spec.compile.src_len);
   const int64_t tgtLen = cl.getInt("tgt-len", spec.compile.tgt_len);
-  if (batch <= 0 || srcLen <= 0 || tgtLen <= 0 || srcLen > spec.model.max_len ||
+  constexpr int64_t kMaxBatch = int64_t(1) << 20;  // 2^63 - 1 ended in an internal error
+  if (batch <= 0 || batch > kMaxBatch || srcLen <= 0 || tgtLen <= 0 || srcLen > spec.model.max_len ||
       tgtLen > spec.model.max_len) {
-    std::cerr << "tfmc bench: error: need batch > 0 and 0 < lengths <= max_len ("
+    std::cerr << "tfmc bench: error: need 0 < batch <= " << kMaxBatch << " and 0 < lengths <= max_len ("
               << spec.model.max_len << "), got batch " << batch << ", src " << srcLen << ", tgt "
               << tgtLen << "\n";
     return 2;
