@@ -291,6 +291,13 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   }
   rs.profile = cl.has("profile");
   rs.entry = cl.get("entry", "forward");
+  // run feeds the sample batch (src, tgt_in, tgt_out) that forward and gradients take; another
+  // entry failed on its first input's dtype, which did not say what was wrong.
+  if (rs.entry != "forward" && rs.entry != "gradients") {
+    std::cerr << "tfmc " << cmd << ": error: --entry must be forward or gradients (the entries that take a batch of "
+              << "sentence pairs), got '" << rs.entry << "'\n";
+    return false;
+  }
   return true;
 }
 
