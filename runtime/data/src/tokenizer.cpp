@@ -25,7 +25,11 @@ tfmrt::Status fromSp(const sentencepiece::util::Status &s, const std::string &wh
   if (text.rfind("Internal: ", 0) == 0 && bracket != std::string::npos && bracket + 2 < text.size()) text.erase(0, bracket + 2);
   // Its advice names its own option, which tfmc does not have (tfmc uses full character coverage).
   if (const size_t advice = text.find(" or decrease character_coverage"); advice != std::string::npos)
-    text = text.substr(0, advice) + " (tfmc tokenizer --vocab)";
+    text = text.substr(0, advice);
+  for (const auto &[from, to] : {std::pair<const char *, const char *>{"is smaller than required_chars. ",
+                                                                        "is smaller than the corpus's distinct characters: "},
+                                 {"Increase vocab_size", "raise --vocab"}})
+    if (const size_t at = text.find(from); at != std::string::npos) text.replace(at, std::strlen(from), to);
   return tfmrt::invalidArgument(what + ": " + text);
 }
 
