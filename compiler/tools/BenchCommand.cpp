@@ -123,7 +123,7 @@ int benchCommand(const CommandLine &cl) {
     std::cerr << "tfmc bench: error: --rounds and --iters must be >= 1, got " << rounds << " and " << iters << "\n";
     return 2;
   }
-  const double peak = double(cl.getInt("peak-gflops", 450));
+  const double peak = cl.getDouble("peak-gflops", 450);
   if (peak < 1) {  // printed "inf%" and negative shares
     std::cerr << "tfmc bench: error: --peak-gflops must be >= 1 (the machine's nominal GFLOP/s), got " << cl.get("peak-gflops") << "\n";
     return 2;

@@ -81,20 +81,31 @@ Status outputTarget(const std::string &path, const char *what, std::string &targ
   target = path;
   inPlace = false;
   struct stat st;
-  // A symbolic link: the file it names is written (replacing the link by a regular file left
-  // its target stale); a link to nothing is refused.
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+  // An open descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N: links to a pipe, a socket or the
+  // file the shell opened, maybe for appending) is written through, never renamed over.
+  for (const char *prefix : {"/dev/std", "/dev/fd/", "/proc/"})
+    if (path.rfind(prefix, 0) == 0) {
+      inPlace = true;
+      return Status::OK();
+    }
+  const bool exists = ::stat(path.c_str(), &st) == 0;  // through any links
+  if (exists && S_ISDIR(st.st_mode)) return ioError(cat("cannot write ", what, " '", path, "': it is a directory"));
+  // A device or pipe (/dev/null, a FIFO) is written into: a temporary file renamed over it would
+  // replace the device node.
+  if (exists && !S_ISREG(st.st_mode)) {
+    inPlace = true;
+    return Status::OK();
+  }
+  // A symbolic link: the file it names is written (replacing the link by a regular file left its
+  // target stale); a link to nothing is refused.
+  struct stat lst;
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
     char *resolved = ::realpath(path.c_str(), nullptr);
     if (!resolved)
-      return ioError(cat("cannot write ", what, " '", path, "': it is a symbolic link to a missing file"));
+      return ioError(cat("cannot write ", what, " '", path, "': it is a symbolic link that cannot be followed (",
+                         std::strerror(errno), ")"));
     target = resolved;
     std::free(resolved);
-  }
-  if (::stat(target.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return ioError(cat("cannot write ", what, " '", path, "': it is a directory"));
-    // A device or pipe (/dev/null, /dev/stdout, a FIFO) is written into: a temporary file renamed
-    // over it would replace the device node.
-    inPlace = !S_ISREG(st.st_mode);
   }
   return Status::OK();
 }
@@ -117,8 +128,8 @@ Status writeFileBytes(const std::string &path, const char *what, const void *dat
   std::string target;
   bool inPlace = false;
   TFMRT_RETURN_IF_ERROR(outputTarget(path, what, target, inPlace));
-  if (inPlace) {
-    std::FILE *f = std::fopen(target.c_str(), "wb");
+  if (inPlace) {  // appending: what a shell's `>>` opened stays (a device or pipe has no end)
+    std::FILE *f = std::fopen(target.c_str(), "ab");
     if (!f) return ioError(cat("cannot open ", what, " '", path, "' for writing: ", std::strerror(errno)));
     bool ok = (size ? std::fwrite(data, 1, size, f) == size : true) && std::fflush(f) == 0;
     int e = ok ? 0 : errno;

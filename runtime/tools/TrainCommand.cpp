@@ -353,6 +353,20 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --log-every and --batch-tokens must be >= 1, --eval-every >= 0 (0: at the end)\n";
     return 2;
   }
+  // Outputs that are inputs (train model.tfmx --checkpoint model.tfmx) would destroy them. Allowed:
+  // --resume and --checkpoint naming one file (the usual way to continue a run), and --save-weights
+  // replacing the --weights it started from (read first; run allows it too). Checked before the
+  // metrics file is opened, which creates it.
+  const std::string artifact = rs.artifactPath, tokenizer = cl.get("tokenizer"), metricsPath = cl.get("metrics");
+  for (const auto &[path, what, inputs] :
+       {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, rs.weights}},
+        {rs.saveWeights, "--save-weights file", {artifact, tokenizer, resume, checkpoint}},
+        {metricsPath, "--metrics file", {artifact, tokenizer, rs.weights, resume, checkpoint}}})
+    if (!path.empty())
+      if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
+        std::cerr << "tfmc train: error: " << s.message() << "\n";
+        return 2;
+      }
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
   if (cl.has("metrics") && leader) {
@@ -368,22 +382,6 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       if (f) std::fclose(f);
     }
   } closeMetrics{metrics};
-  // Outputs that are inputs (train model.tfmx --checkpoint model.tfmx) would destroy them; --resume
-  // and --checkpoint naming one file is the usual way to continue a run.
-  const std::vector<std::string> inputsRead{rs.artifactPath, rs.weights, cl.get("tokenizer")};
-  for (const auto &[path, what, also] :
-       {std::tuple<std::string, const char *, std::string>{checkpoint, "--checkpoint file", ""},
-        {rs.saveWeights, "--save-weights file", resume},
-        {cl.get("metrics"), "--metrics file", resume}}) {
-    std::vector<std::string> inputs = inputsRead;
-    inputs.push_back(also);
-    if (what != std::string("--checkpoint file")) inputs.push_back(checkpoint);
-    if (!path.empty())
-      if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
-        std::cerr << "tfmc train: error: " << s.message() << "\n";
-        return 2;
-      }
-  }
   for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "checkpoint"},
                                    {rs.saveWeights, "--save-weights file"}}) {
     std::string why;

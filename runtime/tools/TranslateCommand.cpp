@@ -205,6 +205,11 @@ int translateStream(Job &job, std::FILE *out) {
       ssize_t n;
       do n = ::read(0, chunk, sizeof chunk);
       while (n < 0 && errno == EINTR);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // a non-blocking descriptor: wait for data
+        pollfd w{0, POLLIN, 0};
+        (void)::poll(&w, 1, -1);
+        continue;
+      }
       if (n < 0) {  // standard input is a directory, or a read failed: not an empty input
         std::cerr << "tfmc translate: error: cannot read standard input: " << std::strerror(errno) << "\n";
         return 1;
@@ -351,6 +356,7 @@ int translateCommand(const CommandLine &cl) {
     for (const char *flag : {"weights", "checkpoint"})
       for (const std::string &path : cl.getAll(flag)) inputs.push_back(path);
     for (const char *flag : {"tokenizer", "input", "reference", "target-prefix"}) inputs.push_back(cl.get(flag));
+    if (cl.get("input") == "-") inputs.push_back("/dev/stdin");  // --input - < X --output X
     if (auto s = tfmrt::refuseOverwriting(cl.get("output"), "--output file", inputs); !s.ok()) {
       fail("translate", s);
       return 2;
@@ -358,8 +364,8 @@ int translateCommand(const CommandLine &cl) {
     std::string target;
     bool inPlace = false;
     if (auto s = tfmrt::outputTarget(cl.get("output"), "--output file", target, inPlace); !s.ok()) return fail("translate", s);
-    std::ofstream probe(cl.get("output"), std::ios::app);
-    if (!probe) {
+    // Not opened when it is a FIFO or descriptor: closing a probe would end the reader's input.
+    if (inPlace ? ::access(target.c_str(), W_OK) != 0 : !std::ofstream(cl.get("output"), std::ios::app)) {
       std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
       return 1;
     }

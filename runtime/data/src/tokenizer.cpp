@@ -57,9 +57,10 @@ tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer
   // a model as a failed internal check: say what is wrong with the file instead.
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return tfmrt::notFound("cannot load tokenizer '" + path + "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': not a regular file");
-  if (st.st_size == 0) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
+    return tfmrt::ioError("cannot load tokenizer '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': it is a directory");
+  if (S_ISREG(st.st_mode) && st.st_size == 0)  // (a pipe, <(zcat m.spm.gz), has no size to check)
+    return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
   if (const auto s = t->sp_->Load(path); !s.ok())
     return tfmrt::invalidArgument("cannot load tokenizer '" + path +
                                   "': not a SentencePiece model, or a damaged one (make one with tfmc tokenizer); "
@@ -103,7 +104,11 @@ tfmrt::Status Tokenizer::train(const std::vector<std::string> &sentences, const 
   TFMRT_RETURN_IF_ERROR(fromSp(sentencepiece::SentencePieceTrainer::Train(args, &it, &proto), "tokenizer training failed"));
   // Atomically: a partial model file must never be left behind.
   TFMRT_RETURN_IF_ERROR(tfmrt::writeFileBytes(path, "tokenizer", proto.data(), proto.size()));
-  return load(path, out);
+  // From the bytes written, not read back: `-o /dev/null` or a FIFO cannot be read back.
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  TFMRT_RETURN_IF_ERROR(fromSp(t->sp_->LoadFromSerializedProto(proto), "the trained tokenizer does not load"));
+  out = std::move(t);
+  return tfmrt::Status::OK();
 }
 
 tfmrt::Status Tokenizer::encode(const std::string &text, std::vector<int32_t> &ids) const {

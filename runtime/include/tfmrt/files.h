@@ -11,8 +11,9 @@ namespace tfmrt {
 
 // Writes to a temporary file in the same directory and renames it over `path`, so a failed or
 // interrupted write never leaves a truncated file behind. A symbolic link is followed (its target
-// is replaced, the link kept); a device or FIFO (/dev/null) is written into; a directory or an
-// empty path is refused. `executable`: mode 0755.
+// is replaced, the link kept); a device, FIFO or open descriptor (/dev/null, /dev/stdout,
+// /dev/fd/N) is written into (appended to); a directory or an empty path is refused.
+// `executable`: mode 0755.
 Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size, bool executable = false);
 // Where writeFileBytes writes `path` and whether in place (a device or FIFO): the checks above.
 Status outputTarget(const std::string &path, const char *what, std::string &target, bool &inPlace);
