@@ -35,7 +35,14 @@ enum class OutputFormat { Text, Pieces, Ids };
 struct InputNotes {
   int64_t invalidUtf8 = 0, firstInvalid = 0, truncated = 0, firstTruncated = 0, unscored = 0, firstUnscored = 0;
   int64_t maxTarget = 0;  // --score-reference: the longest reference the model's max_len can score
+  int64_t belowMinLength = 0, firstBelowMinLength = 0, minLength = 0;  // length limit < --min-length
   void report() const {
+    if (belowMinLength)
+      std::fprintf(stderr,
+                   "tfmc translate: warning: for %lld sentence(s) the length limit (--max-length-ratio x source tokens + "
+                   "--max-length-offset) is below --min-length %lld: their outputs end at the limit, without </s> "
+                   "(first: line %lld)\n",
+                   (long long)belowMinLength, (long long)minLength, (long long)firstBelowMinLength);
     if (invalidUtf8)
       std::fprintf(stderr, "tfmc translate: warning: %lld input line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
                    (long long)invalidUtf8, (long long)firstInvalid);
@@ -108,6 +115,16 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   for (size_t i = 0; i < sources.size(); ++i) {
     TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
+    // The search's length limit for this sentence (search.cpp), against --min-length.
+    const tfmdata::SearchOptions &o = job.translator->options();
+    if (!targets && !prefixes && o.minLength > 0 && !ids[i].empty()) {
+      const int64_t len = std::min<int64_t>(int64_t(ids[i].size()), maxSource);
+      const int64_t limit = std::max<int64_t>(1, std::min<int64_t>(maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
+      if (o.minLength > limit && job.notes.belowMinLength++ == 0) {
+        job.notes.firstBelowMinLength = int64_t(first + i) + 1;
+        job.notes.minLength = o.minLength;
+      }
+    }
     if (prefixes) TFMRT_RETURN_IF_ERROR(encode((*prefixes)[i], i, prefixIds[i]));
     if (targets) TFMRT_RETURN_IF_ERROR(encode((*targets)[i], i, targetIds[i]));
   }
