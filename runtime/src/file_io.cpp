@@ -124,6 +124,23 @@ Status refuseOverwriting(const std::string &output, const char *what, const std:
   return Status::OK();
 }
 
+Status checkWritable(const std::string &path, const char *what) {
+  std::string target;
+  bool inPlace = false;
+  TFMRT_RETURN_IF_ERROR(outputTarget(path, what, target, inPlace));
+  auto cannot = [&](int e) { return ioError(cat("cannot write ", what, " '", path, "': ", std::strerror(e))); };
+  // A device, FIFO or descriptor is only checked, never opened (closing a FIFO ends its reader);
+  // an existing file must be writable; a new one's directory is probed with the writer's
+  // temporary name.
+  if (inPlace || ::access(target.c_str(), F_OK) == 0) return ::access(target.c_str(), W_OK) == 0 ? Status::OK() : cannot(errno);
+  const std::string probe = target + ".tmp";
+  std::FILE *f = std::fopen(probe.c_str(), "wb");
+  if (!f) return cannot(errno);
+  std::fclose(f);
+  std::remove(probe.c_str());
+  return Status::OK();
+}
+
 Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size, bool executable) {
   std::string target;
   bool inPlace = false;

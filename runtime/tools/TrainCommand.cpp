@@ -14,7 +14,6 @@
 #include <tuple>
 #include <csignal>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -184,31 +183,6 @@ std::string firstNonFiniteParameter(const tfmrt::Model &model) {
       if (!std::isfinite(v[i])) return p.name;
   }
   return "";
-}
-
-// Fails early (before any training) when `path` cannot be written: the directory is missing or
-// not writable. Probes with the temporary name the atomic writer uses.
-bool writable(const std::string &path, std::string &why) {
-  std::string target;
-  bool inPlace = false;
-  if (tfmrt::Status s = tfmrt::outputTarget(path, "file", target, inPlace); !s.ok()) {
-    why = s.message();
-    return false;
-  }
-  if (inPlace) {  // a device or FIFO: written into, no temporary file (none is made here either)
-    if (::access(target.c_str(), W_OK) == 0) return true;
-    why = std::strerror(errno);
-    return false;
-  }
-  const std::string probe = target + ".tmp";
-  std::FILE *f = std::fopen(probe.c_str(), "wb");
-  if (!f) {
-    why = std::strerror(errno);
-    return false;
-  }
-  std::fclose(f);
-  std::remove(probe.c_str());
-  return true;
 }
 
 // Fingerprint of every weight, in parameter order: ranks compare it to prove they hold the same model.
@@ -382,14 +356,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       if (f) std::fclose(f);
     }
   } closeMetrics{metrics};
-  for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "checkpoint"},
-                                   {rs.saveWeights, "--save-weights file"}}) {
-    std::string why;
-    if (leader && !path.empty() && !writable(path, why)) {
-      std::cerr << "tfmc train: error: cannot write the " << what << " '" << path << "': " << why << "\n";
-      return 1;
-    }
-  }
+  for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "the checkpoint"},
+                                   {rs.saveWeights, "the --save-weights file"}})
+    if (leader && !path.empty())
+      if (tfmrt::Status s = tfmrt::checkWritable(path, what); !s.ok()) {
+        std::cerr << "tfmc train: error: " << s.message() << "\n";
+        return 1;
+      }
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;

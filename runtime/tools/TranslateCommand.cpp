@@ -115,12 +115,10 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   for (size_t i = 0; i < sources.size(); ++i) {
     TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
-    // The search's length limit for this sentence (search.cpp), against --min-length.
+    // The search's length limit for this sentence, against --min-length.
     const tfmdata::SearchOptions &o = job.translator->options();
     if (!targets && !prefixes && o.minLength > 0 && !ids[i].empty()) {
-      const int64_t len = std::min<int64_t>(int64_t(ids[i].size()), maxSource);
-      const int64_t limit = std::max<int64_t>(1, std::min<int64_t>(maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
-      if (o.minLength > limit && job.notes.belowMinLength++ == 0) {
+      if (o.minLength > tfmdata::outputLengthLimit(o, int64_t(ids[i].size())) && job.notes.belowMinLength++ == 0) {
         job.notes.firstBelowMinLength = int64_t(first + i) + 1;
         job.notes.minLength = o.minLength;
       }
@@ -378,14 +376,7 @@ int translateCommand(const CommandLine &cl) {
       fail("translate", s);
       return 2;
     }
-    std::string target;
-    bool inPlace = false;
-    if (auto s = tfmrt::outputTarget(cl.get("output"), "--output file", target, inPlace); !s.ok()) return fail("translate", s);
-    // Not opened when it is a FIFO or descriptor: closing a probe would end the reader's input.
-    if (inPlace ? ::access(target.c_str(), W_OK) != 0 : !std::ofstream(cl.get("output"), std::ios::app)) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
-      return 1;
-    }
+    if (auto s = tfmrt::checkWritable(cl.get("output"), "the --output file"); !s.ok()) return fail("translate", s);
   }
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;

@@ -536,8 +536,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     srcIds[n].assign(sources[n].begin(), sources[n].begin() + len);
     srcIds[n].push_back(o.eos);
     maxSource = std::max<int64_t>(maxSource, len + 1);
-    state[n].maxOut = std::max<int64_t>(1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) +
-                                                                              o.maxLengthOffset));
+    state[n].maxOut = outputLengthLimit(o, len);
     if (forced) {  // room for every given token and </s> (<= max_len - 1: checked)
       const int64_t given = int64_t((*forced)[size_t(n)].size()) + 1;
       state[n].maxOut = scoring ? given : std::max(state[n].maxOut, given);

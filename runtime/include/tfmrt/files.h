@@ -17,6 +17,9 @@ namespace tfmrt {
 Status writeFileBytes(const std::string &path, const char *what, const void *data, size_t size, bool executable = false);
 // Where writeFileBytes writes `path` and whether in place (a device or FIFO): the checks above.
 Status outputTarget(const std::string &path, const char *what, std::string &target, bool &inPlace);
+// Whether writeFileBytes (or a plain write) could write `path`, checked before long work without
+// creating or changing it ("cannot write <what> '<path>': <reason>" if not).
+Status checkWritable(const std::string &path, const char *what);
 // Both name one existing regular file (same device and inode, through links and relative paths).
 bool sameFile(const std::string &a, const std::string &b);
 // An error when `output` is one of `inputs` (compile -o spec.yaml, run --output model.tfmx, ...).

@@ -10,6 +10,7 @@
 // step; both give the same log-probabilities (tested to 1e-5), so they find the same outputs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +71,13 @@ struct SearchOptions {
   double topP = 1.0;
   uint64_t seed = 0;
 };
+
+// The most output tokens (before </s>) the search gives a source of `sourceTokens` tokens (EOS not
+// counted): max_length_ratio x source + offset, within [1, max_len - 1] (forced tokens may extend it).
+inline int64_t outputLengthLimit(const SearchOptions &o, int64_t sourceTokens) {
+  const int64_t len = std::min<int64_t>(sourceTokens, o.maxLen - 1);
+  return std::max<int64_t>(1, std::min<int64_t>(o.maxLen - 1, int64_t(o.maxLengthRatio * double(len)) + o.maxLengthOffset));
+}
 
 struct Hypothesis {
   std::vector<int32_t> tokens;  // output ids, no BOS/EOS
