@@ -6,7 +6,7 @@ time, sentences/s, BLEU, the speed-up (of the medians, and each round's own) and
 
   python3 bench/decode_ratios.py --model small-x.tfmx --checkpoint small.ckpt --tokenizer m30k.spm \
       [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] [--batch N] \
-      [--bf16-model small-x-bf16.tfmx]
+      [--bf16-model small-x-bf16.tfmx] [--int8-model small-x-int8.tfmx]
 
 Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work counts and the
 spec's dims, --spec) and so the speed-up if both ran at the same FLOP rate. With gemm_bench
@@ -17,9 +17,10 @@ measures for the same products on their own (the 19 GEMMs of a decode step at 12
 search or cache update -- and the speed-up that floor would allow against the full-prefix run;
 and the same at the box's FMA peak (fma_peak). The bound assumes the small spec's dims.
 
-With --bf16-model (the same spec compiled with --precision=bf16), every round also translates
-with it (cached, right after the f32 cached run) and the bf16 / f32 speed-up (of the medians, and
-each round's own), both BLEU scores and how many translations differ are printed.
+With --bf16-model (the same spec compiled with --precision=bf16) and --int8-model (with
+--precision=int8), every round also translates with them (cached, right after the f32 cached
+run) and their speed-up over f32 (of the medians, and each round's own), both BLEU scores and how
+many translations differ are printed.
 """
 import argparse
 import os
@@ -127,6 +128,7 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--batch", type=int, default=0, help="sentences in flight, both paths (default: tfmc's, 128 / beam)")
     p.add_argument("--bf16-model", default="")
+    p.add_argument("--int8-model", default="")
     default_bench = os.path.join(ROOT, "build", "bin", "gemm_bench")
     p.add_argument("--gemm-bench", default=default_bench if os.path.exists(default_bench) else "",
                    help="gemm_bench, for the floor under the cached time ('' to skip)")
@@ -135,18 +137,19 @@ def main():
     args = p.parse_args()
     print(f"load average at start: {loadavg()}")
     rows = []
+    others = {k: v for k, v in (("bf16", args.bf16_model), ("int8", args.int8_model)) if v}
     with tempfile.TemporaryDirectory() as tmp:
         for beam in [int(b) for b in args.beams.split(",")]:
-            times = {True: [], False: [], "bf16": []}
+            times = {True: [], False: [], **{k: [] for k in others}}
             info = {}
             rates = []
             for r in range(args.rounds):
-                # bf16 right after the f32 cached run it is compared with, so each round's pair
-                # shares the machine's state.
-                for cache in (True,) + (("bf16",) if args.bf16_model else ()) + (False,):
+                # bf16 and int8 right after the f32 cached run they are compared with, so each
+                # round's pairs share the machine's state.
+                for cache in (True,) + tuple(others) + (False,):
                     out = os.path.join(tmp, f"b{beam}-{cache}.txt")
-                    if cache == "bf16":
-                        secs, calls, bleu = translate(args, beam, True, out, args.bf16_model)
+                    if cache in others:
+                        secs, calls, bleu = translate(args, beam, True, out, others[cache])
                     else:
                         secs, calls, bleu = translate(args, beam, cache, out)
                     times[cache].append(secs)
@@ -198,14 +201,14 @@ def main():
                       f"with nothing but its GEMMs; at the FMA peak (>= {statistics.median(peaks):.2f} s) "
                       f"<= {at_peak[0]:.2f}-{at_peak[-1]:.2f}x; the rest of its {c:.2f} s (what is not a GEMM, and "
                       f"its GEMMs running below their rates alone): {c - statistics.median(floors):.2f} s")
-            if args.bf16_model:
-                b = statistics.median(times["bf16"])
-                changed = sum(x != y for x, y in zip(info["bf16"][2].splitlines(), info[True][2].splitlines()))
-                paired = sorted(x / y for x, y in zip(times[True], times["bf16"]))
-                print(f"beam {beam}: bf16 cached {b:.2f} s vs f32 cached {c:.2f} s, speed-up {c / b:.2f}x "
+            for name in others:
+                b = statistics.median(times[name])
+                changed = sum(x != y for x, y in zip(info[name][2].splitlines(), info[True][2].splitlines()))
+                paired = sorted(x / y for x, y in zip(times[True], times[name]))
+                print(f"beam {beam}: {name} cached {b:.2f} s vs f32 cached {c:.2f} s, speed-up {c / b:.2f}x "
                       f"(per round {paired[0]:.2f}-{paired[-1]:.2f}x, median {statistics.median(paired):.2f}x); "
-                      f"BLEU {info['bf16'][1]:.2f} vs {info[True][1]:.2f}; {changed} of {n} translations differ; "
-                      f"rounds {times['bf16']}")
+                      f"BLEU {info[name][1]:.2f} vs {info[True][1]:.2f}; {changed} of {n} translations differ; "
+                      f"rounds {times[name]}")
     print(f"load average at end: {loadavg()}")
     if not all(r[-1] for r in rows):
         sys.exit("cached and full-prefix translations differ")

@@ -93,6 +93,7 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   if (options.fuseEpilogues) fn.addPass(createFuseEpilogues(FuseEpiloguesOptions{report}));
   if (options.assignLayouts) fn.addPass(createAssignLayouts(AssignLayoutsOptions{report}));
   if (options.bf16) fn.addPass(createLowerPrecision(LowerPrecisionOptions{report}));
+  if (options.int8) fn.addPass(createQuantizeInt8(QuantizeInt8Options{report}));
   fn.addPass(mlir::createCanonicalizerPass());  // removes ops left dead by the rewrites
   fn.addPass(mlir::createCSEPass());
   if (options.bf16) pm.addPass(createLowerKvPrecision(LowerKvPrecisionOptions{report}));

@@ -20,6 +20,7 @@ struct PipelineOptions {
   bool fuseEpilogues = true;
   bool assignLayouts = true;
   bool bf16 = false;             // --precision=bf16: tfm-lower-precision after the layouts
+  bool int8 = false;             // --precision=int8: tfm-quantize-int8 after the layouts
   bool report = false;           // fusion report: one remark per candidate site
   bool printIrAfterAll = false;  // print the IR after every pass (stderr)
   bool verifyEach = true;

@@ -109,6 +109,19 @@ def LowerPrecision : TfmFuncPass<"tfm-lower-precision"> {
   }];
 }
 
+def QuantizeInt8 : TfmFuncPass<"tfm-quantize-int8"> {
+  let summary = "int8 GEMMs in inference functions: weights per output column, inputs per row";
+  let description = [{
+    `tfmc compile --precision=int8`. In functions marked `tfm.mode = "inference"` (forward,
+    encode, decode_step, decode), every tfm.linear and tfm.matmul with weight_layout = "packed"
+    gets "packed_int8": the runtime quantizes the f32 weight to int8 per output column (symmetric,
+    scale max|w| / 127) once per weights version and the other operand per row per call, adds the
+    products in int32 and applies scale, bias, activation and residual in f32. Training functions
+    stay f32 (their weights change every step); so do GEMMs between two run-time values,
+    attention, LayerNorm, softmax and the K/V caches. Runs after tfm-assign-layouts.
+  }];
+}
+
 def LowerKvPrecision : Pass<"tfm-lower-kv-precision", "mlir::ModuleOp"> {
   let summary = "Decoding's keys and values in bf16: the K/V caches and the cross-attention K/V";
   let description = [{

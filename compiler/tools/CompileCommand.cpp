@@ -147,7 +147,7 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     size_t nodes = 0;
     for (const auto &fn : artifact.functions) nodes += fn.nodes.size();
     std::cout << "compiled " << (specPath.empty() ? "<embedded small.yaml>" : specPath) << " -> "
-              << out << " (fusion: " << options.describe() << (options.bf16 ? ", precision bf16" : "") << "): " << artifact.params.size() << " parameter tensors ("
+              << out << " (fusion: " << options.describe() << (options.bf16 ? ", precision bf16" : options.int8 ? ", precision int8" : "") << "): " << artifact.params.size() << " parameter tensors ("
               << paramCount(artifact) << " weights), " << artifact.functions.size()
               << " entry function(s), " << nodes << " kernel invocations\n";
     for (const EntryPlan &p : plans) {
@@ -182,16 +182,17 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
   }
   options.report = cl.has("fusion-report");
   const std::string precision = cl.get("precision", "f32");
-  if (precision != "f32" && precision != "bf16") {
-    std::cerr << "tfmc " << cmd << ": error: --precision: expected f32 or bf16, got '" << precision << "'\n";
+  if (precision != "f32" && precision != "bf16" && precision != "int8") {
+    std::cerr << "tfmc " << cmd << ": error: --precision: expected f32, bf16 or int8, got '" << precision << "'\n";
     return false;
   }
-  if (precision == "bf16" && !options.assignLayouts) {
-    std::cerr << "tfmc " << cmd << ": error: --precision=bf16 needs the layouts pass (packed weights); "
+  if (precision != "f32" && !options.assignLayouts) {
+    std::cerr << "tfmc " << cmd << ": error: --precision=" << precision << " needs the layouts pass (packed weights); "
               << "--fusion must include 'layouts'\n";
     return false;
   }
   options.bf16 = precision == "bf16";
+  options.int8 = precision == "int8";
   options.printIrAfterAll = cl.has("print-ir-after-all");
   // --entries: `forward` is always built; `gradients` adds loss + parameter gradients,
   // `train_step` a compiled training step (forward, backward, Adam in place), `accumulate`

@@ -24,7 +24,9 @@ class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
 // How the runtime may store a constant GEMM weight (selects the kernel's layout).
 // "packed_bf16": packed with bf16 elements (f32 master kept), operands rounded to bf16, f32
 // accumulation (tfm-lower-precision).
-def Tfm_WeightLayout : Tfm_StrIn<"plain,packed,packed_bf16">;
+// "packed_int8": quantized to int8 per output column (f32 master kept), the other operand per
+// row, int32 accumulation (tfm-quantize-int8).
+def Tfm_WeightLayout : Tfm_StrIn<"plain,packed,packed_bf16,packed_int8">;
 def Tfm_Precision : Tfm_StrIn<"f32,bf16">;  // operand precision of a GEMM without weights
 
 //===----------------------------------------------------------------------===//

@@ -38,6 +38,7 @@ const char *layoutName(Layout layout) {
   case Layout::Plain: return "plain";
   case Layout::Packed: return "packed";
   case Layout::PackedBf16: return "packed_bf16";
+  case Layout::PackedInt8: return "packed_int8";
   }
   return "?";
 }

@@ -26,7 +26,9 @@ class Device;  // device.h; null for the reference backend
 // outputs are always row-major.
 // PackedBf16: packed with bf16 elements; the kernel rounds the other operand to bf16 and
 // accumulates in f32 (f32 on CPUs without AVX512-BF16).
-enum class Layout : uint8_t { Plain = 0, Packed = 1, PackedBf16 = 2 };
+// PackedInt8: quantized to int8 per output column; the kernel quantizes the other operand per row
+// and accumulates in int32 (kernels/gemm/packed_gemm_int8.h).
+enum class Layout : uint8_t { Plain = 0, Packed = 1, PackedBf16 = 2, PackedInt8 = 3 };
 const char *layoutName(Layout layout);
 
 // A tensor as a kernel sees it: a view into runtime-owned memory.

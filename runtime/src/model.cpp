@@ -6,6 +6,7 @@
 
 #include "format.h"
 #include "kernels/gemm/packed_gemm.h"
+#include "kernels/gemm/packed_gemm_int8.h"
 #include "model_impl.h"
 #include "op_schema.h"
 
@@ -21,7 +22,10 @@ Layout nodeLayout(const Node &node) {
   const OpSchema *s = findOpSchema(node.op);
   if (!tfm::rules::findAttr(*s, "weight_layout")) return Layout::Plain;
   const std::string layout = attrString(node, "weight_layout");
-  return layout == "packed" ? Layout::Packed : layout == "packed_bf16" ? Layout::PackedBf16 : Layout::Plain;
+  if (layout == "packed") return Layout::Packed;
+  if (layout == "packed_bf16") return Layout::PackedBf16;
+  if (layout == "packed_int8") return Layout::PackedInt8;
+  return Layout::Plain;
 }
 
 // A packed weight is reordered when weights are set, so it must be known by then, with a static
@@ -346,6 +350,15 @@ bool Model::bf16RunsAsF32() const {
             ((node.op == "tfm.weight_grad" || node.op == "tfm.fused_attention") &&
              attrString(node, "precision") == "bf16");
   return any && (impl_->options.backend == KernelBackend::Reference || !gemm::cpuHasAvx512Bf16());
+}
+
+Model::Int8Sites Model::int8Sites() const {
+  bool any = false;
+  for (const EntryFunction &fn : impl_->artifact.functions)
+    for (const Node &node : fn.nodes) any = any || nodeLayout(node) == Layout::PackedInt8;
+  if (!any) return Int8Sites::None;
+  if (impl_->options.backend == KernelBackend::Reference) return Int8Sites::InF32;
+  return gemm::int8::cpuHasAvx512Vnni() ? Int8Sites::Native : Int8Sites::Portable;
 }
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {

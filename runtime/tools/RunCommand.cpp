@@ -95,13 +95,20 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
-void noticeIfBf16RunsAsF32(const std::string &artifactPath, const tfmrt::Model &model) {
-  if (!model.bf16RunsAsF32()) return;
-  std::cerr << "notice: " << artifactPath << " was compiled with --precision=bf16, but "
-            << (model.options().backend == tfmrt::KernelBackend::Reference
-                    ? "the reference kernels compute its GEMMs and attention in f32"
-                    : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): its GEMMs and attention run in f32")
-            << "\n";
+void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model) {
+  if (model.bf16RunsAsF32())
+    std::cerr << "notice: " << artifactPath << " was compiled with --precision=bf16, but "
+              << (model.options().backend == tfmrt::KernelBackend::Reference
+                      ? "the reference kernels compute its GEMMs and attention in f32"
+                      : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): its GEMMs and attention run in f32")
+              << "\n";
+  const tfmrt::Model::Int8Sites int8 = model.int8Sites();
+  if (int8 == tfmrt::Model::Int8Sites::InF32)
+    std::cerr << "notice: " << artifactPath << " was compiled with --precision=int8, but the reference kernels compute its "
+              << "int8 GEMMs in f32\n";
+  if (int8 == tfmrt::Model::Int8Sites::Portable)
+    std::cerr << "notice: " << artifactPath << " was compiled with --precision=int8, but this CPU has no AVX512-VNNI: "
+              << "its int8 GEMMs run in plain loops (the same results, several times slower)\n";
 }
 
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
@@ -117,7 +124,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
-  noticeIfBf16RunsAsF32(rs.artifactPath, *model);
+  noticePrecisionFallback(rs.artifactPath, *model);
   const tfmrt::Artifact &a = model->artifact();
 
   if (!rs.weights.empty()) {

@@ -29,8 +29,9 @@ void printProfile(const tfmrt::Model &model, size_t calls, const char *per);
 // --kernels=dnnl|reference; false after printing an error.
 bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBackend &backend);
 // One notice line on stderr when `model` was compiled with --precision=bf16 but runs it in f32
-// (reference kernels, or a CPU without AVX512-BF16 / ONEDNN_MAX_CPU_ISA capping it).
-void noticeIfBf16RunsAsF32(const std::string &artifactPath, const tfmrt::Model &model);
+// (reference kernels, or a CPU without AVX512-BF16 / ONEDNN_MAX_CPU_ISA capping it), or with
+// --precision=int8 but runs it in f32 (reference kernels) or in plain loops (no AVX512-VNNI).
+void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
 // Parses the options of run-like commands (plus `known` extras); false after printing an error.

@@ -389,7 +389,7 @@ int translateCommand(const CommandLine &cl) {
   for (size_t i = 0; i < members; ++i) {
     const std::string &path = cl.positionals[cl.positionals.size() == 1 ? 0 : i];
     if (auto s = tfmrt::Model::load(path, options, models[i]); !s.ok()) return fail("translate", s);
-    if (i == 0 || cl.positionals.size() > 1) noticeIfBf16RunsAsF32(path, *models[i]);
+    if (i == 0 || cl.positionals.size() > 1) noticePrecisionFallback(path, *models[i]);
     const tfmrt::Artifact &a = models[i]->artifact();
     if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
       std::cerr << "tfmc translate: error: " << path << " has no translation entries (compile it with --entries=forward,translate)\n";

@@ -150,6 +150,12 @@ public:
   // The artifact has bf16 GEMM sites (tfmc compile --precision=bf16) that run in f32 here: the
   // reference backend, or a CPU without AVX512-BF16 (or ONEDNN_MAX_CPU_ISA capped below it).
   bool bf16RunsAsF32() const;
+  // The artifact has int8 GEMM sites (tfmc compile --precision=int8) that do not run the VNNI
+  // kernel here: Int8Sites::InF32 on the reference backend, Int8Sites::Portable on a CPU without
+  // AVX512-VNNI (the plain int8 loops: the same results, several times slower); else Native (or
+  // None without int8 sites).
+  enum class Int8Sites { None, Native, Portable, InF32 };
+  Int8Sites int8Sites() const;
   // Diagnostics: the memory plan the most recent run() of `entry` used (its arena is what that
   // call allocated, or reused); all zeros before the first run or for an unknown entry.
   MemoryPlanSummary lastMemoryPlan(const std::string &entry) const;

@@ -18,6 +18,7 @@ void registerFastElementwise(KernelRegistry &r);  // scale, relu, gelu, add, bia
 void registerFastCopy(KernelRegistry &r);         // split_heads, merge_heads, slice_last
 void registerFastXent(KernelRegistry &r);         // label_smoothed_xent
 void registerDnnlGrad(KernelRegistry &r);         // weight_grad, bias_grad, relu_grad, xent_grad
+void registerFastInt8Gemm(KernelRegistry &r);     // tfm.linear and tfm.matmul, packed_int8
 
 inline KernelKey dnnlKey(const char *op, DType dtype = DType::F32) {
   return {op, dtype, Layout::Plain, KernelBackend::Dnnl};

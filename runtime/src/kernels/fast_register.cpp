@@ -7,6 +7,7 @@ namespace tfmrt {
 
 void registerDnnlKernels(KernelRegistry &r) {
   registerDnnlMatmul(r);
+  registerFastInt8Gemm(r);
   registerDnnlBatchMatmul(r);
   registerDnnlSoftmax(r);
   registerFastLayerNorm(r);

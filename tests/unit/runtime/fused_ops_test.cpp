@@ -164,7 +164,7 @@ TEST(FusedLoadChecks, StringAttributes) {
   EXPECT_ERROR(loadStatus(nodeOver("tfm.linear", lin, {2, 5}, str("activation", "tanh"))),
                "node 0 (tfm.linear at test.yaml:1:3)", "attribute 'activation' must be one of 'none', 'relu', 'gelu', got 'tanh'");
   EXPECT_ERROR(loadStatus(nodeOver("tfm.linear", lin, {2, 5}, str("weight_layout", "blocked"))),
-               "attribute 'weight_layout' must be one of 'plain', 'packed', 'packed_bf16', got 'blocked'");
+               "attribute 'weight_layout' must be one of 'plain', 'packed', 'packed_bf16', 'packed_int8', got 'blocked'");
   EXPECT_ERROR(loadStatus(nodeOver("tfm.linear", lin, {2, 5}, {{"activation", AttrValue::ofInt(1)}})),
                "attribute 'activation' must be String, got Int");
   EXPECT_ERROR(loadStatus(nodeOver("tfm.matmul", {{2, 4}, {4, 5}}, {2, 5}, str("weight_layout", "tiled"))),

@@ -104,8 +104,9 @@ public:
 void registerReferenceFused(KernelRegistry &r) {
   r.add(referenceKey("tfm.linear"), makeKernel<LinearKernel>);
   r.add(referenceKey("tfm.linear", DType::F32, Layout::Packed), makeKernel<LinearKernel>);
-  // The reference backend computes bf16 sites in f32: the oracle bf16 results are compared to.
+  // The reference backend computes bf16 and int8 sites in f32: the oracle they are compared to.
   r.add(referenceKey("tfm.linear", DType::F32, Layout::PackedBf16), makeKernel<LinearKernel>);
+  r.add(referenceKey("tfm.linear", DType::F32, Layout::PackedInt8), makeKernel<LinearKernel>);
   r.add(referenceKey("tfm.concat"), makeKernel<ConcatKernel>);
   r.add(referenceKey("tfm.slice_last"), makeKernel<SliceLastKernel>);
   r.add(referenceKey("tfm.last_position"), makeKernel<LastPositionKernel>);

@@ -90,6 +90,7 @@ void registerReferenceMatmul(KernelRegistry &r) {
   r.add(referenceKey("tfm.matmul"), makeKernel<MatmulKernel>);
   r.add(referenceKey("tfm.matmul", DType::F32, Layout::Packed), makeKernel<MatmulKernel>);
   r.add(referenceKey("tfm.matmul", DType::F32, Layout::PackedBf16), makeKernel<MatmulKernel>);
+  r.add(referenceKey("tfm.matmul", DType::F32, Layout::PackedInt8), makeKernel<MatmulKernel>);
   r.add(referenceKey("tfm.batch_matmul"), makeKernel<BatchMatmulKernel>);
   // bf16 operands (f32 accumulation and result); the fast backend falls back to these until it
   // has bf16 GEMMs of its own.

@@ -1,0 +1,128 @@
+// tfm.linear and tfm.matmul with weight_layout "packed_int8" (tfmc compile --precision=int8) on the
+// fast backend: the weight quantized per output column once per weights version (prepareWeights),
+// x per row per call, int32 dot products (packed_gemm_int8.h), the f32 epilogue. The AVX512-VNNI
+// body where the CPU has it, else the plain loops: the same bits either way, so an int8 artifact
+// translates identically on every CPU (slowly without VNNI). Every row count takes the same path,
+// so results do not depend on the batch. The reference backend computes these sites in f32 (the
+// oracle the int8 results are compared to, as for bf16).
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/cpu_util.h"
+#include "kernels/cpu/log_softmax.h"
+#include "kernels/fast_kernels.h"
+#include "kernels/gemm/packed_gemm_int8.h"
+#include "kernels/kernel_util.h"
+#include "op_schema.h"
+#include "tfmrt/tensor.h"
+
+namespace tfmrt {
+namespace {
+
+namespace q8 = gemm::int8;
+
+class Int8GemmKernel final : public Kernel {
+public:
+  explicit Int8GemmKernel(bool linear) : linear_(linear), vnni_(q8::cpuHasAvx512Vnni()) {}
+
+  const char *name() const override {
+    if (vnni_) return linear_ ? "fast.linear.packed_int8" : "fast.matmul.packed_int8";
+    return linear_ ? "portable.linear.packed_int8" : "portable.matmul.packed_int8";
+  }
+
+  Status prepare(const KernelPrepareInfo &info) override {
+    const Node &node = *info.node;
+    transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
+    logSoftmax_ = !linear_ && attrInt(node, "log_softmax") != 0;
+    if (linear_) {
+      const std::string act = attrString(node, "activation");
+      relu_ = act == "relu";
+      gelu_ = act == "gelu";
+      hasResidual_ = info.inputs.size() == 4;
+    }
+    return Status::OK();
+  }
+
+  Status prepareWeights(const KernelArgs &a) override {
+    if (a.inputs[1].data) pack(a.inputs[1], a.weightsVersion);
+    return Status::OK();
+  }
+
+  Status run(const KernelArgs &a) override {
+    const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
+    const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
+    if (m == 0 || n == 0) return Status::OK();
+    if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) pack(B, a.weightsVersion);  // weights swapped without prepareWeights
+    const float *x = A.as<float>();
+    float *y = C.as<float>();
+    const int64_t stride = q8::rowBytes(k);
+    xq_.resize(size_t(m * stride));
+    sx_.resize(size_t(m));
+    fast::parallelSpans(m, std::max<int64_t>(1, kParallelMinElements / std::max<int64_t>(k, 1)), [&](int64_t r, int64_t e) {
+      if (vnni_) q8::quantizeRowsAvx512(x + r * k, e - r, k, xq_.data() + r * stride, sx_.data() + r);
+      else q8::quantizeRowsReference(x + r * k, e - r, k, xq_.data() + r * stride, sx_.data() + r);
+    });
+    const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
+    gemm::Epilogue e;
+    e.bias = linear_ ? a.inputs[2].as<float>() : nullptr;
+    e.relu = relu_;
+    e.residual = gelu_ ? nullptr : residual;  // gelu comes before the residual: both added below
+    const q8::PackedWeight w{panels_.data<int8_t>(), scales_.data(), offsets_.data()};
+    const int64_t panels = gemm::panelCount(n);
+    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
+    auto body = [&](int64_t p0, int64_t p1) {
+      if (vnni_) q8::gemmAvx512Vnni(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
+      else q8::gemmReference(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
+    };
+    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        body(panels * t / nt, panels * (t + 1) / nt);
+      }
+    } else {
+      body(0, panels);
+    }
+    if (gelu_)
+      for (int64_t i = 0; i < m * n; ++i) y[i] = fast::geluErf(y[i]) + (residual ? residual[i] : 0.0f);
+    if (logSoftmax_) fast::logSoftmaxRows(y, m, n, y);
+    return Status::OK();
+  }
+
+private:
+  void pack(const TensorRef &b, uint64_t version) {
+    const int64_t k = transposeB_ ? b.dim(1) : b.dim(0), n = transposeB_ ? b.dim(0) : b.dim(1);
+    if (panels_.numel() != q8::packedPanelBytes(k, n)) panels_ = Tensor(DType::Bool, {q8::packedPanelBytes(k, n)});
+    scales_.assign(size_t(q8::packedColumns(n)), 0.0f);
+    offsets_.assign(size_t(q8::packedColumns(n)), 0);
+    q8::packWeight(b.as<float>(), k, n, transposeB_, panels_.data<int8_t>(), scales_.data(), offsets_.data());
+    packedVersion_ = version;
+    packedFrom_ = b.data;
+  }
+
+  const bool linear_, vnni_;
+  bool transposeB_ = false, logSoftmax_ = false, relu_ = false, gelu_ = false, hasResidual_ = false;
+  // The quantized weight (a Tensor's storage: 64-byte aligned for the vector loads), and which
+  // weight and version it was made from.
+  Tensor panels_;
+  std::vector<float> scales_;
+  std::vector<int32_t> offsets_;
+  uint64_t packedVersion_ = ~uint64_t(0);
+  const void *packedFrom_ = nullptr;
+  // Per call: x quantized, and its row scales.
+  std::vector<uint8_t> xq_;
+  std::vector<float> sx_;
+};
+
+KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, KernelBackend::Dnnl}; }
+
+}  // namespace
+
+void registerFastInt8Gemm(KernelRegistry &r) {
+  r.add(int8Key("tfm.linear"), +[]() -> std::unique_ptr<Kernel> { return std::make_unique<Int8GemmKernel>(true); });
+  r.add(int8Key("tfm.matmul"), +[]() -> std::unique_ptr<Kernel> { return std::make_unique<Int8GemmKernel>(false); });
+}
+
+}  // namespace tfmrt

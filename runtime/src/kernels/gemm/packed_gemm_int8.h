@@ -1,0 +1,56 @@
+// GEMM with int8 operands for weight_layout "packed_int8" (tfmc compile --precision=int8):
+//
+//   y[m, n] = act(float(sum_k qx[m, k] qw[n, k]) * (sx[m] * sw[n]) + bias[n]) + residual[m, n]
+//
+// The weight is quantized once per weights version, per output column (symmetric: sw[n] =
+// max_k |W[n, k]| / 127, qw = round(W / sw) in [-127, 127]); each row of x per call (sx[m] =
+// max_k |x[m, k]| / 127, qx = round(x / sx)). Rounding is to nearest even. The dot products are
+// exact in int32; only the scale, bias, activation and residual are float, in that order, without
+// fused multiply-adds, so the AVX512-VNNI body and the portable loops give the same bits.
+//
+// VNNI's vpdpbusd multiplies unsigned by signed bytes, so x is stored as qx + 128 (in [1, 255]) and
+// 128 * sum_k qw[n, k] is subtracted per column (precomputed at packing).
+//
+// Packed weight: panel p holds columns [64p, 64p + 64) as [quad][column][4 bytes] (a quad = 4
+// consecutive k; zeros past K and N), then per column its scale and its 128 * column sum.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/packed_gemm.h"
+
+namespace tfmrt::gemm::int8 {
+
+inline int64_t quadCount(int64_t k) { return (k + 3) / 4; }
+inline int64_t rowBytes(int64_t k) { return quadCount(k) * 4; }  // a quantized x row, zero-padded
+inline int64_t panelBytes(int64_t k) { return quadCount(k) * kPanelCols * 4; }
+
+struct PackedWeight {
+  const int8_t *panels = nullptr;  // panelCount(n) x panelBytes(k)
+  const float *scales = nullptr;   // [panelCount(n) * 64], 0 past N
+  const int32_t *offsets = nullptr;  // 128 * column sums, [panelCount(n) * 64]
+};
+
+// Sizes of the three parts, for a buffer the caller allocates.
+inline int64_t packedPanelBytes(int64_t k, int64_t n) { return panelCount(n) * panelBytes(k); }
+inline int64_t packedColumns(int64_t n) { return panelCount(n) * kPanelCols; }
+
+// `w` is B^T = [N, K] row-major when `transposed` (a linear's weight), else B = [K, N].
+void packWeight(const float *w, int64_t k, int64_t n, bool transposed, int8_t *panels, float *scales,
+                int32_t *offsets);
+
+// Rows of x [m, k] -> xq [m, rowBytes(k)] (qx + 128; 128 past K) and sx [m]. A row of zeros (or
+// of non-finite values' absence...) gets sx = 0 and all qx = 0. Non-finite values make the row's
+// results NaN, as in f32.
+void quantizeRowsReference(const float *x, int64_t m, int64_t k, uint8_t *xq, float *sx);
+// Rows [0, m) and panels [p0, p1) of y (the plain loops the VNNI body is tested against).
+void gemmReference(const uint8_t *xq, const float *sx, int64_t m, int64_t k, const PackedWeight &w, int64_t n,
+                   int64_t p0, int64_t p1, const Epilogue &e, float *y);
+
+// AVX512-VNNI (with AVX512BW): the same results. Enter only after cpuHasAvx512Vnni().
+bool cpuHasAvx512Vnni();
+void quantizeRowsAvx512(const float *x, int64_t m, int64_t k, uint8_t *xq, float *sx);
+void gemmAvx512Vnni(const uint8_t *xq, const float *sx, int64_t m, int64_t k, const PackedWeight &w, int64_t n,
+                    int64_t p0, int64_t p1, const Epilogue &e, float *y);
+
+}  // namespace tfmrt::gemm::int8
