@@ -27,7 +27,7 @@ std::string loadAverage() {
 
 struct Variant {
   std::string fusion;
-  bool bf16 = false;
+  bool bf16 = false, int8 = false;
   std::string label;
   std::unique_ptr<tfmrt::Model> model;
   tfmrt::MemoryPlanSummary memory;
@@ -141,18 +141,19 @@ int benchCommand(const CommandLine &cl) {
                                        ids(batch, tgtLen, spec.model.tgt_vocab_size),
                                        ids(batch, tgtLen, spec.model.tgt_vocab_size)};
 
-  // Default: the fused against the unfused build (f32). --precision=bf16: the fused build in bf16
-  // (tfm-lower-precision) against the same build in f32.
+  // Default: the fused against the unfused build (f32). --precision=bf16|int8: the fused build in
+  // bf16 (tfm-lower-precision) or int8 (tfm-quantize-int8) against the same build in f32.
   const std::string precision = cl.get("precision", "f32");
-  if (precision != "f32" && precision != "bf16") {
-    std::cerr << "tfmc bench: error: --precision: expected f32 or bf16, got '" << precision << "'\n";
+  if (precision != "f32" && precision != "bf16" && precision != "int8") {
+    std::cerr << "tfmc bench: error: --precision: expected f32, bf16 or int8, got '" << precision << "'\n";
     return 2;
   }
-  const bool comparePrecision = precision == "bf16";
+  const bool comparePrecision = precision != "f32";
   std::vector<Variant> variants(2);
   variants[0].fusion = "all";
-  variants[0].bf16 = comparePrecision;
-  variants[0].label = comparePrecision ? "bf16" : "fused";
+  variants[0].bf16 = precision == "bf16";
+  variants[0].int8 = precision == "int8";
+  variants[0].label = comparePrecision ? precision : "fused";
   variants[1].fusion = comparePrecision ? "all" : "none";
   variants[1].label = comparePrecision ? "f32" : "unfused";
   tfmrt::RuntimeOptions runtimeOptions;
@@ -167,6 +168,7 @@ int benchCommand(const CommandLine &cl) {
     std::string error;
     pipeline.parseFusionList(v.fusion, error);
     pipeline.bf16 = v.bf16;
+    pipeline.int8 = v.int8;
     mlir::MLIRContext context;
     tfmrt::Artifact artifact;
     if (failed(compileModelSpec(spec, context, artifact, pipeline))) return 1;
@@ -183,7 +185,7 @@ int benchCommand(const CommandLine &cl) {
   const std::string loadBefore = loadAverage();
   std::printf("tfmc bench %s: batch %lld x (src %lld + tgt %lld) tokens, forward + loss, %s\n",
               cl.positionals[0].c_str(), (long long)batch, (long long)srcLen, (long long)tgtLen,
-              comparePrecision ? "fused build, bf16 vs f32" : "f32, fused vs unfused build");
+              comparePrecision ? ("fused build, " + precision + " vs f32").c_str() : "f32, fused vs unfused build");
   std::fflush(stdout);
   for (int64_t r = 0; r < rounds; ++r)
     for (Variant &v : variants)

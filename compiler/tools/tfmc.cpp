@@ -71,11 +71,11 @@ commands:
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.
   bench <spec.yaml> [--batch B --src-len S --tgt-len T] [--rounds N] [--iters N] [--threads N]
-        [--precision=bf16]
+        [--precision=bf16|int8]
       Compile the spec fused and unfused, run both side by side (alternating rounds, same
       weights and inputs) and print tokens/s, GFLOP/s, peak activation memory, their ratios and
-      the load average. Defaults to the spec's compile: shapes. --precision=bf16 compares the
-      fused build in bf16 with the fused build in f32 instead.
+      the load average. Defaults to the spec's compile: shapes. --precision=bf16 (or int8)
+      compares the fused build in bf16 (int8) with the fused build in f32 instead.
   inspect <model.tfmx>
       Validate an artifact and summarise its parameters, constants and entry functions.
   average <model.tfmx> <ck1> <ck2> ... -o <out>

@@ -54,7 +54,7 @@ std::vector<OptionSpec> pipelineOptions() {
       {"fusion", Kind::Text, "all (default), none, or a comma list of merge-projections, attention, epilogues, layouts"},
       {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why"},
       {"print-ir-after-all", Kind::Flag, "print the IR after every pass"},
-      {"precision", Kind::Text, "f32 (default) or bf16: bf16 GEMM operands with f32 accumulation (weights and weight gradients)"},
+      {"precision", Kind::Text, "f32 (default), bf16 (bf16 GEMM operands with f32 accumulation, weights and weight gradients) or int8 (int8 GEMMs in inference entries)"},
   };
 }
 
@@ -165,7 +165,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024)"},
         {"seed", Kind::Int, "weights and inputs seed"},
         {"peak-gflops", Kind::Number, "machine peak for the utilisation column"},
-        {"precision", Kind::Text, "bf16: compare the fused build in bf16 with it in f32 (instead of fused vs unfused)"}}},
+        {"precision", Kind::Text, "bf16 or int8: compare the fused build in bf16 (int8) with it in f32 (instead of fused vs unfused)"}}},
   };
 }
 
