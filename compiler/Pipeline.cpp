@@ -105,7 +105,10 @@ mlir::LogicalResult compileModelSpec(const ModelSpec &spec, mlir::MLIRContext &c
                                      tfmrt::Artifact &artifact, const PipelineOptions &options) {
   auto module = buildModule(spec, ctx, options);
   if (!module) return mlir::failure();
-  return lowerToArtifact(*module, spec, artifact);
+  if (failed(lowerToArtifact(*module, spec, artifact))) return mlir::failure();
+  // What `tfmc inspect` shows; the runtime reads each site's weight_layout, not this.
+  artifact.metadata["compile.precision"] = options.bf16 ? "bf16" : options.int8 ? "int8" : "f32";
+  return mlir::success();
 }
 
 }  // namespace tfmc

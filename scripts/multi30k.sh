@@ -6,7 +6,8 @@
 # steps and wall time). Deterministic: the same settings give the same BLEU. The defaults fit the
 # 45-minute budget on a 2-core machine (~0.67 s per step of the small model):
 #   OUT=multi30k-run bash scripts/multi30k.sh        (STEPS=3400 KEEP=5 EVERY=200 EVAL_EVERY=500)
-# PRECISION=bf16 compiles with --precision=bf16 (default f32).
+# PRECISION=bf16 compiles with --precision=bf16 (default f32); PRECISION=int8 with --precision=int8
+# (training in f32, translation with int8 GEMMs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TFMC=${TFMC:-build/bin/tfmc}
