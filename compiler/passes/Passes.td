@@ -116,9 +116,10 @@ def QuantizeInt8 : TfmFuncPass<"tfm-quantize-int8"> {
     encode, decode_step, decode), every tfm.linear and tfm.matmul with weight_layout = "packed"
     gets "packed_int8": the runtime quantizes the f32 weight to int8 per output column (symmetric,
     scale max|w| / 127) once per weights version and the other operand per row per call, adds the
-    products in int32 and applies scale, bias, activation and residual in f32. Training functions
-    stay f32 (their weights change every step); so do GEMMs between two run-time values,
-    attention, LayerNorm, softmax and the K/V caches. Runs after tfm-assign-layouts.
+    products in int32 and applies scale, bias, activation and residual in f32. Functions that
+    compute gradients stay f32 (train_step, and `gradients`, whose results must be the gradients
+    of forward's loss); so do GEMMs between two run-time values, attention, LayerNorm, softmax
+    and the K/V caches. Runs after tfm-assign-layouts.
   }];
 }
 

@@ -1,7 +1,9 @@
 // tfm-quantize-int8: in inference functions, GEMM sites with a packed constant weight run with int8
 // operands and int32 accumulation: weight_layout "packed" becomes "packed_int8" (the runtime keeps
-// the f32 weight as master and quantizes a copy per weights version, per output column). Training
-// functions, GEMMs between two run-time values and everything that is not a GEMM stay f32.
+// the f32 weight as master and quantizes a copy per weights version, per output column). Functions
+// that compute gradients (train_step, and `gradients`, which the importer marks "inference"
+// because it applies no dropout) stay f32, as do GEMMs between two run-time values and everything
+// that is not a GEMM.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
@@ -23,13 +25,19 @@ struct QuantizeInt8Pass : impl::QuantizeInt8Base<QuantizeInt8Pass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     auto mode = fn->getAttrOfType<StringAttr>("tfm.mode");
-    const bool inference = mode && mode.getValue() == "inference";
+    // The runtime's rule for a training entry (model.cpp): a gradient, accumulation or optimizer op.
+    bool gradients = false;
+    fn.walk([&](Operation *op) {
+      const StringRef name = op->getName().getStringRef();
+      gradients = gradients || name.ends_with("_grad") || name == "tfm.adam_update" || name == "tfm.grad_accumulate";
+    });
+    const bool inference = mode && mode.getValue() == "inference" && !gradients;
     Builder b(&getContext());
     auto int8 = b.getStringAttr("packed_int8");
     fn.walk([&](Operation *op) {
       if (!isa<tfm::MatmulOp, tfm::LinearOp>(op)) return;
       if (!inference) {
-        reportSite(report, op, "quantize-int8", "f32: a training function (its weights change every step)");
+        reportSite(report, op, "quantize-int8", "f32: a function that computes gradients (training or `gradients`)");
         return;
       }
       auto layout = op->getAttrOfType<StringAttr>("weight_layout");

@@ -29,7 +29,7 @@ commands:
       and stores decoding's K/V caches and cross K/V as bf16 (tfm-lower-kv-precision).
       --precision=int8 runs the GEMMs of the inference entries (forward, encode, decoding) with
       int8 operands: weights per output column, inputs per row, int32 sums (tfm-quantize-int8;
-      AVX512-VNNI, else the same results in plain loops); training stays f32.
+      AVX512-VNNI; CPUs without it run them f32); training stays f32.
   run <model.tfmx> [--weights w.safetensors | --seed N] [--inputs batch.safetensors]
       [--batch B --src-len S --tgt-len T] [--kernels=dnnl|reference] [--iters N]
       [--output out.safetensors] [--save-weights w.safetensors] [--threads N] [--profile]

@@ -220,8 +220,9 @@ def Tfm_LinearOp : Tfm_ExecOp<"linear", "linear", [Pure]> {
     `activation` is "none", "relu" or "gelu"; it is applied before the residual add (the order
     of oneDNN post-ops). `weight_layout` is "plain" (row-major, read as given) or "packed" (the
     runtime reorders the constant weight once, at load, into the GEMM's preferred blocked layout)
-    or "packed_bf16" (packed as bf16, multiplied in bf16 with f32 accumulation).
-    Produced by tfm-fuse-epilogues, tfm-assign-layouts and tfm-lower-precision.
+    or "packed_bf16" (packed as bf16, multiplied in bf16 with f32 accumulation) or "packed_int8"
+    (quantized to int8 per output column, x per row, int32 accumulation).
+    Produced by tfm-fuse-epilogues, tfm-assign-layouts, tfm-lower-precision and tfm-quantize-int8.
   }];
   let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$input, Tfm_F32<2>:$weight, Tfm_F32<1>:$bias,
                        Optional<Tfm_F32<1, Tfm_MaxRank>>:$residual,

@@ -358,7 +358,12 @@ Model::Int8Sites Model::int8Sites() const {
     for (const Node &node : fn.nodes) any = any || nodeLayout(node) == Layout::PackedInt8;
   if (!any) return Int8Sites::None;
   if (impl_->options.backend == KernelBackend::Reference) return Int8Sites::InF32;
-  return gemm::int8::cpuHasAvx512Vnni() ? Int8Sites::Native : Int8Sites::Portable;
+  switch (gemm::int8::int8Path()) {
+  case gemm::int8::Int8Path::Vnni: return Int8Sites::Native;
+  case gemm::int8::Int8Path::Portable: return Int8Sites::Portable;
+  case gemm::int8::Int8Path::F32: break;
+  }
+  return Int8Sites::InF32;
 }
 
 std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const {

@@ -31,7 +31,7 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
 // One notice line on stderr when `model` was compiled with --precision=bf16 but runs it in f32
 // (reference kernels, or a CPU without AVX512-BF16 / ONEDNN_MAX_CPU_ISA capping it), or with
 // --precision=int8 but runs it in f32 (reference kernels) or in plain loops (no AVX512-VNNI).
-void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model);
+void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model, bool forTraining = false);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
 // Parses the options of run-like commands (plus `known` extras); false after printing an error.

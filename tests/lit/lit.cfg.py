@@ -30,6 +30,15 @@ config.substitutions.append(("%multi30k", os.path.normpath(os.path.join(config.t
 if getattr(config, "tfmc_build_bench", False):
     config.available_features.add("bench")
 
+# The int8 GEMM's VNNI kernel runs where the CPU has AVX512-VNNI (else its sites run in f32).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+except OSError:
+    flags = []
+if all(f in flags for f in ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni")):
+    config.available_features.add("avx512vnni")
+
 # Data-parallel tests run under Open MPI's mpirun (root allowed, more ranks than cores allowed:
 # CI machines have 2 cores). Without MPI (no plugin built or no mpirun) they are skipped, said once.
 import shutil

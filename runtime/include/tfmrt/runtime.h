@@ -150,10 +150,10 @@ public:
   // The artifact has bf16 GEMM sites (tfmc compile --precision=bf16) that run in f32 here: the
   // reference backend, or a CPU without AVX512-BF16 (or ONEDNN_MAX_CPU_ISA capped below it).
   bool bf16RunsAsF32() const;
-  // The artifact has int8 GEMM sites (tfmc compile --precision=int8) that do not run the VNNI
-  // kernel here: Int8Sites::InF32 on the reference backend, Int8Sites::Portable on a CPU without
-  // AVX512-VNNI (the plain int8 loops: the same results, several times slower); else Native (or
-  // None without int8 sites).
+  // How the artifact's int8 GEMM sites (tfmc compile --precision=int8) run here: Native (the
+  // AVX512-VNNI kernel), Portable (the plain int8 loops: the same results, ~20x slower; only with
+  // TFMC_INT8_ISA=portable) or InF32 (the reference backend, or a CPU without AVX512-VNNI, or
+  // TFMC_INT8_ISA=f32: the f32 GEMMs); None without int8 sites.
   enum class Int8Sites { None, Native, Portable, InF32 };
   Int8Sites int8Sites() const;
   // Diagnostics: the memory plan the most recent run() of `entry` used (its arena is what that

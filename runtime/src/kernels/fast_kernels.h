@@ -19,6 +19,8 @@ void registerFastCopy(KernelRegistry &r);         // split_heads, merge_heads, s
 void registerFastXent(KernelRegistry &r);         // label_smoothed_xent
 void registerDnnlGrad(KernelRegistry &r);         // weight_grad, bias_grad, relu_grad, xent_grad
 void registerFastInt8Gemm(KernelRegistry &r);     // tfm.linear and tfm.matmul, packed_int8
+// The f32 packed tfm.linear / tfm.matmul kernel (what packed_int8 sites run without AVX512-VNNI).
+std::unique_ptr<Kernel> makePackedGemmF32(bool linear);
 
 inline KernelKey dnnlKey(const char *op, DType dtype = DType::F32) {
   return {op, dtype, Layout::Plain, KernelBackend::Dnnl};

@@ -1,9 +1,11 @@
 // The int8 GEMM (kernels/gemm/packed_gemm_int8.h, weight_layout "packed_int8"): the AVX512-VNNI
 // body and row quantizer against the plain loops, bit for bit; the plain loops against the exact
-// product within the quantization bound; non-finite and zero rows; and through a Model: the
-// kernel's name, batch independence, weight updates, the epilogues, and the f32 reference backend.
+// product within the quantization bound; rounding ties, tiny, zero and non-finite rows; and
+// through a Model on each path (VNNI, plain loops, the f32 fallback): kernel names, batch
+// independence, weight updates, the epilogues, and the f32 reference backend.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -54,12 +56,13 @@ const Shape3 kShapes[] = {{1, 1, 1}, {1, 256, 8000}, {5, 3, 63}, {6, 4, 64}, {7,
                           {13, 256, 130}, {40, 1024, 256}, {130, 33, 200}};
 
 // The VNNI body and quantizer give the plain loops' bits, for every epilogue, weight orientation
-// and panel sub-range, also when the output is the residual.
+// and panel sub-range: none, bias, bias + relu, the output as the residual, and bias + relu + a
+// separate residual.
 TEST(Int8Gemm, VnniBodyEqualsThePlainLoops) {
   if (!q8::cpuHasAvx512Vnni()) GTEST_SKIP() << "this CPU has no AVX512-VNNI: the plain loops run";
   for (const Shape3 &s : kShapes)
     for (bool transposed : {true, false})
-      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+      for (int epilogue = 0; epilogue < 5; ++epilogue) {
         SCOPED_TRACE(::testing::Message() << s.m << " x " << s.k << " x " << s.n << " transposed " << transposed
                                           << " epilogue " << epilogue);
         std::vector<float> x = randomVec(size_t(s.m * s.k), uint64_t(s.m * 7 + s.k), 3.0f);
@@ -72,7 +75,8 @@ TEST(Int8Gemm, VnniBodyEqualsThePlainLoops) {
         ASSERT_EQ(0, std::memcmp(ref.sx.data(), fast.sx.data(), ref.sx.size() * sizeof(float)));
         gemm::Epilogue e;
         e.bias = epilogue >= 1 ? bias.data() : nullptr;
-        e.relu = epilogue == 2;
+        e.relu = epilogue == 2 || epilogue == 4;
+        if (epilogue == 4) e.residual = residual.data();
         std::vector<float> want(size_t(s.m * s.n), -7.0f), got(want.size(), -7.0f), split(want.size(), -7.0f);
         if (epilogue == 3) {  // the output is the residual (a linear's in-place residual add)
           want = residual;
@@ -101,11 +105,12 @@ TEST(Int8Gemm, VnniBodyEqualsThePlainLoops) {
 // weights quantized with 126/127 of their reciprocal scale; 127 instead of 128 times the column
 // sum subtracted).
 TEST(Int8Gemm, PlainLoopsWithinTheQuantizationBound) {
-  for (const Shape3 &s : kShapes) {
-    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.k << " x " << s.n);
+  for (const Shape3 &s : kShapes)
+  for (bool transposed : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.k << " x " << s.n << " transposed " << transposed);
     const std::vector<float> x = randomVec(size_t(s.m * s.k), uint64_t(s.k + 1), 2.0f);
     const std::vector<float> w = randomVec(size_t(s.k * s.n), uint64_t(s.n + 2), 0.1f);
-    const PackedInt8 packed(w.data(), s.k, s.n, true);
+    const PackedInt8 packed(w.data(), s.k, s.n, transposed);
     const Quantized q(x.data(), s.m, s.k, false);
     std::vector<float> y(size_t(s.m * s.n));
     q8::gemmReference(q.xq.data(), q.sx.data(), s.m, s.k, packed.w, s.n, 0, gemm::panelCount(s.n), gemm::Epilogue(),
@@ -120,7 +125,7 @@ TEST(Int8Gemm, PlainLoopsWithinTheQuantizationBound) {
       for (int64_t j = 0; j < s.n; ++j) {
         double exact = 0, sumW = 0, maxW = 0, magnitude = 0;
         for (int64_t kk = 0; kk < s.k; ++kk) {
-          const double a = x[size_t(i * s.k + kk)], b = w[size_t(j * s.k + kk)];
+          const double a = x[size_t(i * s.k + kk)], b = w[size_t(transposed ? j * s.k + kk : kk * s.n + j)];
           exact += a * b;
           magnitude += std::fabs(a * b);
           sumW += std::fabs(b);
@@ -171,23 +176,64 @@ TEST(Int8Gemm, ZeroAndNonFiniteRowsAndColumns) {
   }
 }
 
-// Through a Model: packed_int8 sites run the int8 kernel; a row's result does not depend on the
-// other rows of the call (one row at a time equals the whole batch, bit for bit); new weights are
-// quantized again; the results stay within the quantization bound of the reference backend's f32.
-TEST(Int8GemmModel, BatchIndependentAndWithinBoundOfF32) {
+// Rounding is to nearest even (a row whose maximum is 127 has reciprocal scale exactly 1, so its
+// values are rounded as they are); a row whose largest magnitude is tiny quantizes to zeros with
+// scale 0 (its reciprocal would overflow); K = 0 gives the bias.
+TEST(Int8Gemm, RoundingTiesTinyRowsAndEmptyContraction) {
+  const std::vector<float> x = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f, -126.5f, 0.0f,   // ties
+                                1e-35f, -2e-36f, 0.0f, 1e-38f, 0.0f, 0.0f, 0.0f, 0.0f};  // tiny
+  const std::vector<uint8_t> ties = {255, 130, 124, 128, 128, 130, 2, 128};
+  for (bool vnni : {false, true}) {
+    if (vnni && !q8::cpuHasAvx512Vnni()) continue;
+    SCOPED_TRACE(vnni ? "vnni" : "plain");
+    const Quantized q(x.data(), 2, 8, vnni);
+    EXPECT_EQ(std::vector<uint8_t>(q.xq.begin(), q.xq.begin() + 8), ties);
+    EXPECT_EQ(q.sx[0], 1.0f);
+    EXPECT_EQ(std::vector<uint8_t>(q.xq.begin() + 8, q.xq.end()), std::vector<uint8_t>(8, 128));
+    EXPECT_EQ(q.sx[1], 0.0f);
+  }
+  const std::vector<float> bias = randomVec(70, 12);
+  std::vector<float> y(3 * 70, -7.0f), none;
+  const PackedInt8 packed(none.data(), 0, 70, true);
+  std::vector<uint8_t> xq;
+  std::vector<float> sx(3);
+  q8::quantizeRowsReference(none.data(), 3, 0, xq.data(), sx.data());
+  gemm::Epilogue e;
+  e.bias = bias.data();
+  q8::gemmReference(xq.data(), sx.data(), 3, 0, packed.w, 70, 0, gemm::panelCount(70), e, y.data());
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 70; ++j) ASSERT_EQ(y[size_t(i * 70 + j)], bias[size_t(j)]) << i << ", " << j;
+}
+
+// Through a Model, on each path (TFMC_INT8_ISA unset: VNNI where the CPU has it, else f32;
+// =portable: the plain int8 loops; =f32: the f32 packed GEMM) for a linear with relu, one with a
+// residual, one with gelu and a residual, and a vocabulary matmul with log_softmax: the int8 paths
+// give the same bits as each other, stay within the quantization bound of the reference backend's
+// f32 but differ from it, give each row the same result alone as in the batch, and quantize new
+// weights again; the f32 path gives the f32 artifact's bits.
+TEST(Int8GemmModel, PathsBatchIndependenceAndBoundOfF32) {
   struct Site {
     const char *what;
-    bool linear, relu, residual, logSoftmax;
+    bool linear, relu, residual, logSoftmax, gelu = false;
   };
+  struct Path {
+    const char *isa;  // TFMC_INT8_ISA, or null
+    q8::Int8Path path;
+  };
+  const Path paths[] = {{nullptr, q8::cpuHasAvx512Vnni() ? q8::Int8Path::Vnni : q8::Int8Path::F32},
+                        {"portable", q8::Int8Path::Portable},
+                        {"f32", q8::Int8Path::F32}};
   for (const Site &site : {Site{"linear relu", true, true, false, false}, Site{"linear + residual", true, false, true, false},
+                           Site{"linear gelu + residual", true, false, true, false, true},
                            Site{"matmul log_softmax", false, false, false, true}}) {
-    const int64_t k = 48, n = 200;
+    const int64_t k = 48, n = 200, m = 37;
     auto artifact = [&](const char *layout) {
       Artifact art;
       FunctionBuilder f(art, "forward");
       uint32_t x = f.input("x", DType::F32, {kDyn, k});
       Attrs attrs{{"weight_layout", AttrValue::ofString(layout)}};
       if (site.relu) attrs["activation"] = AttrValue::ofString("relu");
+      if (site.gelu) attrs["activation"] = AttrValue::ofString("gelu");
       if (!site.linear) attrs["transpose_b"] = AttrValue::ofInt(1);
       if (site.logSoftmax) attrs["log_softmax"] = AttrValue::ofInt(1);
       std::vector<uint32_t> in{x, f.param("w", {n, k})};
@@ -197,33 +243,53 @@ TEST(Int8GemmModel, BatchIndependentAndWithinBoundOfF32) {
       f.finish();
       return art;
     };
-    auto int8 = loadModel(artifact("packed_int8"), KernelBackend::Dnnl, 2);
+    const std::string what = site.linear ? "linear" : "matmul";
     auto ref = loadModel(artifact("packed_int8"), KernelBackend::Reference, 2);
-    ASSERT_TRUE(int8 && ref);
-    EXPECT_EQ(int8->kernelName("forward", 0),
-              std::string(q8::cpuHasAvx512Vnni() ? "fast." : "portable.") + (site.linear ? "linear" : "matmul") + ".packed_int8");
+    auto f32 = loadModel(artifact("packed"), KernelBackend::Dnnl, 2);
+    ASSERT_TRUE(ref && f32);
     for (uint64_t seed : {81, 181}) {
-      SCOPED_TRACE(::testing::Message() << site.what << ", weights " << seed);
       std::map<std::string, Tensor> weights{{"w", randomF32({n, k}, seed, -0.3f, 0.3f)}};
       if (site.linear) weights["b"] = randomF32({n}, seed + 1);
-      ASSERT_OK(int8->setWeights(weights));
-      ASSERT_OK(ref->setWeights(weights));
-      const int64_t m = 37;
-      std::vector<Tensor> in{randomF32({m, k}, seed + 2, -2.0f, 2.0f)}, all, exact;
+      std::vector<Tensor> in{randomF32({m, k}, seed + 2, -2.0f, 2.0f)}, exact, plain;
       if (site.residual) in.push_back(randomF32({m, n}, seed + 3));
-      ASSERT_OK(int8->run("forward", in, all));
+      ASSERT_OK(ref->setWeights(weights));
+      ASSERT_OK(f32->setWeights(weights));
       ASSERT_OK(ref->run("forward", in, exact));
-      // |x| <= 2, |w| <= 0.3, k = 48: the bound above is at most 2/127/2 * 14.4 + 0.3/127/2 * 96
-      // + 48 * 2/127 * 0.3/127 / 4 ~ 0.23 per product (log-probabilities: twice that, the
-      // normaliser's error included); typical errors are far smaller.
-      EXPECT_TRUE(allClose(all[0], exact[0], site.logSoftmax ? 0.46 : 0.23, 0.0));
-      EXPECT_FALSE(allClose(all[0], exact[0], 1e-7, 0.0)) << "int8 gave the f32 results";
-      for (int64_t i = 0; i < m; i += 9) {
-        std::vector<Tensor> one{Tensor::f32({1, k}, std::vector<float>(in[0].data<float>() + i * k, in[0].data<float>() + (i + 1) * k))}, y;
-        if (site.residual)
-          one.push_back(Tensor::f32({1, n}, std::vector<float>(in[1].data<float>() + i * n, in[1].data<float>() + (i + 1) * n)));
-        ASSERT_OK(int8->run("forward", one, y));
-        ASSERT_EQ(0, std::memcmp(y[0].rawData(), all[0].data<float>() + i * n, size_t(n) * sizeof(float))) << "row " << i;
+      ASSERT_OK(f32->run("forward", in, plain));
+      std::vector<Tensor> int8Results;
+      for (const Path &path : paths) {
+        SCOPED_TRACE(::testing::Message() << site.what << ", weights " << seed << ", TFMC_INT8_ISA "
+                                          << (path.isa ? path.isa : "unset"));
+        if (path.isa) ::setenv("TFMC_INT8_ISA", path.isa, 1);
+        auto int8 = loadModel(artifact("packed_int8"), KernelBackend::Dnnl, 2);
+        ::unsetenv("TFMC_INT8_ISA");
+        ASSERT_TRUE(int8);
+        ASSERT_OK(int8->setWeights(weights));
+        std::vector<Tensor> all;
+        ASSERT_OK(int8->run("forward", in, all));
+        if (path.path == q8::Int8Path::F32) {
+          EXPECT_EQ(int8->kernelName("forward", 0), "dnnl." + what + ".packed");
+          ASSERT_EQ(0, std::memcmp(all[0].rawData(), plain[0].rawData(), plain[0].nbytes())) << "not the f32 kernel's bits";
+          continue;
+        }
+        EXPECT_EQ(int8->kernelName("forward", 0),
+                  std::string(path.path == q8::Int8Path::Vnni ? "fast." : "portable.") + what + ".packed_int8");
+        // |x| <= 2, |w| <= 0.3, k = 48: the bound above is at most 2/127/2 * 14.4 + 0.3/127/2 * 96
+        // + 48 * 2/127 * 0.3/127 / 4 ~ 0.23 per product (gelu's slope is at most 1.13;
+        // log-probabilities: twice that, the normaliser's error included); typical errors are far
+        // smaller.
+        EXPECT_TRUE(allClose(all[0], exact[0], site.logSoftmax ? 0.46 : 0.26, 0.0));
+        EXPECT_FALSE(allClose(all[0], exact[0], 1e-7, 0.0)) << "int8 gave the f32 results";
+        for (const Tensor &other : int8Results)
+          ASSERT_EQ(0, std::memcmp(all[0].rawData(), other.rawData(), other.nbytes())) << "the int8 paths differ";
+        int8Results.push_back(all[0]);
+        for (int64_t i = 0; i < m; i += 9) {
+          std::vector<Tensor> one{Tensor::f32({1, k}, std::vector<float>(in[0].data<float>() + i * k, in[0].data<float>() + (i + 1) * k))}, y;
+          if (site.residual)
+            one.push_back(Tensor::f32({1, n}, std::vector<float>(in[1].data<float>() + i * n, in[1].data<float>() + (i + 1) * n)));
+          ASSERT_OK(int8->run("forward", one, y));
+          ASSERT_EQ(0, std::memcmp(y[0].rawData(), all[0].data<float>() + i * n, size_t(n) * sizeof(float))) << "row " << i;
+        }
       }
     }
   }

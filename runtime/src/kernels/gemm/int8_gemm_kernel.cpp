@@ -1,15 +1,17 @@
 // tfm.linear and tfm.matmul with weight_layout "packed_int8" (tfmc compile --precision=int8) on the
 // fast backend: the weight quantized per output column once per weights version (prepareWeights),
-// x per row per call, int32 dot products (packed_gemm_int8.h), the f32 epilogue. The AVX512-VNNI
-// body where the CPU has it, else the plain loops: the same bits either way, so an int8 artifact
-// translates identically on every CPU (slowly without VNNI). Every row count takes the same path,
-// so results do not depend on the batch. The reference backend computes these sites in f32 (the
-// oracle the int8 results are compared to, as for bf16).
+// x per row per call, int32 dot products (packed_gemm_int8.h), the f32 epilogue: the AVX512-VNNI
+// body, or the plain loops with TFMC_INT8_ISA=portable (the same bits). Every row count takes the
+// same path and a row's result depends on that row only, so results do not depend on the batch or
+// the threads. Without VNNI the sites run the f32 packed GEMM instead (gemm::int8::int8Path), as
+// bf16 sites do without AVX512-BF16; the reference backend computes them in f32 too (the oracle
+// the int8 results are compared to).
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "format.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/log_softmax.h"
 #include "kernels/fast_kernels.h"
@@ -25,7 +27,7 @@ namespace q8 = gemm::int8;
 
 class Int8GemmKernel final : public Kernel {
 public:
-  explicit Int8GemmKernel(bool linear) : linear_(linear), vnni_(q8::cpuHasAvx512Vnni()) {}
+  explicit Int8GemmKernel(bool linear) : linear_(linear), vnni_(q8::int8Path() == q8::Int8Path::Vnni) {}
 
   const char *name() const override {
     if (vnni_) return linear_ ? "fast.linear.packed_int8" : "fast.matmul.packed_int8";
@@ -42,6 +44,11 @@ public:
       gelu_ = act == "gelu";
       hasResidual_ = info.inputs.size() == 4;
     }
+    const std::vector<int64_t> &b = info.inputs[1]->shape;
+    const int64_t k = transposeB_ ? b[1] : b[0];
+    if (k > q8::kMaxK)
+      return invalidArgument(cat("weight_layout 'packed_int8' sums at most ", q8::kMaxK,
+                                 " products exactly in int32, but the contraction has ", k));
     return Status::OK();
   }
 
@@ -65,6 +72,12 @@ public:
       else q8::quantizeRowsReference(x + r * k, e - r, k, xq_.data() + r * stride, sx_.data() + r);
     });
     const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
+    // With gelu the residual is added after the product is written to y, so a residual that is y
+    // itself (never so today: results do not share their operands' memory) is copied first.
+    if (gelu_ && residual == y) {
+      residualCopy_.assign(residual, residual + m * n);
+      residual = residualCopy_.data();
+    }
     gemm::Epilogue e;
     e.bias = linear_ ? a.inputs[2].as<float>() : nullptr;
     e.relu = relu_;
@@ -85,8 +98,11 @@ public:
     } else {
       body(0, panels);
     }
-    if (gelu_)
-      for (int64_t i = 0; i < m * n; ++i) y[i] = fast::geluErf(y[i]) + (residual ? residual[i] : 0.0f);
+    if (gelu_) {  // gelu, then the residual (the order of the f32 kernels' post-ops)
+      fast::parallelSpans(m * n, kParallelMinElements, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = fast::geluErf(y[i]) + (residual ? residual[i] : 0.0f);
+      });
+    }
     if (logSoftmax_) fast::logSoftmaxRows(y, m, n, y);
     return Status::OK();
   }
@@ -113,7 +129,7 @@ private:
   const void *packedFrom_ = nullptr;
   // Per call: x quantized, and its row scales.
   std::vector<uint8_t> xq_;
-  std::vector<float> sx_;
+  std::vector<float> sx_, residualCopy_;
 };
 
 KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, KernelBackend::Dnnl}; }
@@ -121,8 +137,14 @@ KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, 
 }  // namespace
 
 void registerFastInt8Gemm(KernelRegistry &r) {
-  r.add(int8Key("tfm.linear"), +[]() -> std::unique_ptr<Kernel> { return std::make_unique<Int8GemmKernel>(true); });
-  r.add(int8Key("tfm.matmul"), +[]() -> std::unique_ptr<Kernel> { return std::make_unique<Int8GemmKernel>(false); });
+  r.add(int8Key("tfm.linear"), +[]() -> std::unique_ptr<Kernel> {
+    if (q8::int8Path() == q8::Int8Path::F32) return makePackedGemmF32(true);
+    return std::make_unique<Int8GemmKernel>(true);
+  });
+  r.add(int8Key("tfm.matmul"), +[]() -> std::unique_ptr<Kernel> {
+    if (q8::int8Path() == q8::Int8Path::F32) return makePackedGemmF32(false);
+    return std::make_unique<Int8GemmKernel>(false);
+  });
 }
 
 }  // namespace tfmrt

@@ -5,19 +5,21 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace tfmrt::gemm::int8 {
 namespace {
 
 // The scale and the reciprocal a row or column is quantized with: max |v| / 127 and 127 / max |v|
-// (0 and 0 for an all-zero vector; NaN and 0 when it holds a NaN or an infinity, so its results
-// are NaN as they would be in f32).
+// (0 and 0 for an all-zero or tiny vector; NaN and 0 when it holds a NaN or an infinity, so its
+// results are NaN as they would be in f32).
 void scalesOf(float maxAbs, bool nonFinite, float &scale, float &inverse) {
   if (nonFinite) {
     scale = std::numeric_limits<float>::quiet_NaN();
     inverse = 0.0f;
-  } else if (maxAbs == 0.0f) {
+  } else if (maxAbs < kTinyMax) {
     scale = 0.0f;
     inverse = 0.0f;
   } else {
@@ -35,7 +37,7 @@ inline int32_t quantize(float v, float inverse) {
 
 void packWeight(const float *w, int64_t k, int64_t n, bool transposed, int8_t *panels, float *scales,
                 int32_t *offsets) {
-  const int64_t panels64 = panelCount(n), quads = quadCount(k);
+  const int64_t panels64 = panelCount(n);
   std::fill(panels, panels + panels64 * panelBytes(k), int8_t(0));
   std::fill(scales, scales + panels64 * kPanelCols, 0.0f);
   std::fill(offsets, offsets + panels64 * kPanelCols, 0);
@@ -59,7 +61,6 @@ void packWeight(const float *w, int64_t k, int64_t n, bool transposed, int8_t *p
       sum += q;
     }
     offsets[col] = 128 * sum;
-    (void)quads;
   }
 }
 
@@ -87,15 +88,22 @@ void gemmReference(const uint8_t *xq, const float *sx, int64_t m, int64_t k, con
   const int64_t quads = quadCount(k), stride = rowBytes(k);
   for (int64_t p = p0; p < p1; ++p) {
     const int8_t *panel = w.panels + p * panelBytes(k);
-    for (int64_t j = 0; j < kPanelCols; ++j) {
-      const int64_t col = p * kPanelCols + j;
-      if (col >= n) break;
-      for (int64_t i = 0; i < m; ++i) {
-        int32_t acc = 0;
-        for (int64_t q = 0; q < quads; ++q)
-          for (int b = 0; b < 4; ++b) acc += int32_t(xq[i * stride + q * 4 + b]) * int32_t(panel[(q * kPanelCols + j) * 4 + b]);
+    const int64_t c0 = p * kPanelCols, cols = std::min(kPanelCols, n - c0);
+    for (int64_t i = 0; i < m; ++i) {
+      // The panel's 64 sums for row i, reading the panel in order (the inner loop over 256
+      // contiguous bytes vectorises); integer sums, so the order does not change them.
+      int32_t acc[kPanelCols] = {};
+      const uint8_t *row = xq + i * stride;
+      for (int64_t q = 0; q < quads; ++q) {
+        const int8_t *wq = panel + q * kPanelCols * 4;
+        const int32_t x0 = row[q * 4], x1 = row[q * 4 + 1], x2 = row[q * 4 + 2], x3 = row[q * 4 + 3];
+        for (int64_t j = 0; j < kPanelCols; ++j)
+          acc[j] += x0 * wq[j * 4] + x1 * wq[j * 4 + 1] + x2 * wq[j * 4 + 2] + x3 * wq[j * 4 + 3];
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t col = c0 + j;
         const float scale = sx[i] * w.scales[col];
-        float v = float(acc - w.offsets[col]) * scale;
+        float v = float(acc[j] - w.offsets[col]) * scale;
         if (e.bias) v = v + e.bias[col];
         if (e.relu) v = v > 0.0f ? v : 0.0f;
         if (e.residual) v = v + e.residual[i * n + col];
@@ -110,6 +118,13 @@ bool cpuHasAvx512Vnni() {
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512vnni");
   return has;
+}
+
+Int8Path int8Path() {
+  const char *isa = std::getenv("TFMC_INT8_ISA");
+  if (isa && std::strcmp(isa, "portable") == 0) return Int8Path::Portable;
+  if (isa && std::strcmp(isa, "f32") == 0) return Int8Path::F32;
+  return cpuHasAvx512Vnni() ? Int8Path::Vnni : Int8Path::F32;
 }
 
 }  // namespace tfmrt::gemm::int8

@@ -66,7 +66,7 @@ void block(const uint8_t *x, int64_t stride, int64_t quads, const int8_t *panel,
 }  // namespace
 
 void quantizeRowsAvx512(const float *x, int64_t m, int64_t k, uint8_t *xq, float *sx) {
-  const int64_t stride = rowBytes(k);
+  const int64_t stride = (k + 3) / 4 * 4;  // rowBytes(k), written out: no inline function of a shared header here
   const __m512 absMask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF)), big = _mm512_set1_ps(3.40282347e38f);
   for (int64_t i = 0; i < m; ++i) {
     const float *row = x + i * k;
@@ -84,7 +84,7 @@ void quantizeRowsAvx512(const float *x, int64_t m, int64_t k, uint8_t *xq, float
     if (nonFinite) {
       sx[i] = __builtin_nanf("");
       inverse = 0.0f;
-    } else if (mx == 0.0f) {
+    } else if (mx < kTinyMax) {
       sx[i] = 0.0f;
       inverse = 0.0f;
     } else {
@@ -111,7 +111,8 @@ void gemmAvx512Vnni(const uint8_t *xq, const float *sx, int64_t m, int64_t k, co
                     int64_t p0, int64_t p1, const Epilogue &e, float *y) {
   // Panel by panel, every row block over one panel (16 KB at K = 256: it stays in L1), the next
   // panel prefetched a slice per row block meanwhile.
-  const int64_t quads = quadCount(k), stride = rowBytes(k), bytes = panelBytes(k), lines = bytes / 64;
+  // quadCount, rowBytes and panelBytes written out (no inline function of a shared header here).
+  const int64_t quads = (k + 3) / 4, stride = quads * 4, bytes = quads * kPanelCols * 4, lines = bytes / 64;
   const int64_t rowBlocks = (m + kRows - 1) / kRows;
   const int64_t perBlock = (lines + rowBlocks - 1) / rowBlocks;
   for (int64_t p = p0; p < p1; ++p) {

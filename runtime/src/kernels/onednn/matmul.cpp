@@ -370,6 +370,8 @@ KernelKey key(const char *op, Layout layout) { return {op, DType::F32, layout, K
 
 }  // namespace
 
+std::unique_ptr<Kernel> makePackedGemmF32(bool linear) { return std::make_unique<DnnlGemmKernel>(linear, true); }
+
 void registerDnnlMatmul(KernelRegistry &r) {
   r.add(key("tfm.matmul", Layout::Plain), makeGemm<false, false>);
   r.add(key("tfm.matmul", Layout::Packed), makeGemm<false, true>);
