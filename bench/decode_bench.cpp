@@ -5,7 +5,8 @@
 //   DecodeFull/<spec>/B<b>/beam<k>/t16 the reference path for the same token: `decode` over the
 //                                      whole 17-token prefix
 // hyp/s counts hypotheses advanced by one token per second. DecodeFull / DecodeStep is the
-// per-token gain of the cache at that position (it grows with the position).
+// per-token gain of the cache at that position (it grows with the position). <spec>@int8 is the
+// same spec compiled with --precision=int8 (int8 GEMMs; f32 GEMMs on CPUs without AVX512-VNNI).
 #include <map>
 #include <memory>
 
@@ -22,14 +23,17 @@ tfmrt::Model *modelFor(const std::string &spec, std::string &error) {
   static std::map<std::string, std::unique_ptr<tfmrt::Model>> cache;
   auto it = cache.find(spec);
   if (it != cache.end()) return it->second.get();
+  const size_t at = spec.find('@');
+  const std::string name = spec.substr(0, at), precision = at == std::string::npos ? "" : spec.substr(at + 1);
   tfmc::ModelSpec parsed;
   std::vector<tfmc::SpecDiagnostic> diags;
-  if (!tfmc::parseModelSpecFile(std::string(TFMC_SOURCE_DIR) + "/models/" + spec + ".yaml", parsed, diags)) {
+  if (!tfmc::parseModelSpecFile(std::string(TFMC_SOURCE_DIR) + "/models/" + name + ".yaml", parsed, diags)) {
     error = diags.empty() ? "spec error" : diags[0].render();
     return nullptr;
   }
   tfmc::PipelineOptions pipeline;
   pipeline.translate = true;
+  pipeline.int8 = precision == "int8";
   mlir::MLIRContext context;
   tfmrt::Artifact artifact;
   if (failed(tfmc::compileModelSpec(parsed, context, artifact, pipeline))) {
@@ -137,7 +141,7 @@ void decodeFull(benchmark::State &state, std::string spec, int64_t batch, int64_
 }
 
 void registerAll() {
-  for (const char *spec : {"small", "transformer-base"})
+  for (const char *spec : {"small", "small@int8", "transformer-base", "transformer-base@int8"})
     for (int64_t batch : {1, 32, 128}) {
       const std::string b = "/B" + std::to_string(batch);
       benchmark::RegisterBenchmark(("Encode/" + std::string(spec) + b).c_str(), encode, spec, batch)

@@ -13,7 +13,8 @@
 // FFN out; then every decoder layer's cross K/V projection) over M source positions.
 // These two give bench/decode_ratios.py the rates of a cached translation's GEMMs on their own.
 // fma_peak: independent AVX-512 (else AVX2) FMAs on 2 threads, no memory: the arithmetic ceiling.
-// panel_bf16 rows: the same products compiled for bf16 (weight_layout packed_bf16).
+// panel_bf16 rows: the same products compiled for bf16 (weight_layout packed_bf16); decoder_step/int8
+// for int8 (packed_int8: GFLOP/s counts its int8 multiply-adds x 2).
 // weight_grad_NxK rows: training's weight gradients, tfmc's AVX2 kernel vs oneDNN (see below).
 // Compare the "panel" and "onednn" rows of one run only (machine noise: see README).
 #include <immintrin.h>
@@ -254,11 +255,15 @@ void runWeightGrad(benchmark::State &state, int64_t n, int64_t k, bool fast) {
 const int kRegistered = [] {
   // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM.
   // onednn_bf16: oneDNN's run-time-M bf16 gemm for every M (few_rows_gemm = false).
-  const char *stepNames[] = {"decoder_step/panel", "decoder_step/onednn", "decoder_step/panel_bf16", "decoder_step/onednn_bf16"};
-  for (int variant = 0; variant < 4; ++variant)
+  // int8: weight_layout packed_int8 (tfmc compile --precision=int8), the VNNI int8 kernel (the f32
+  // GEMM on CPUs without AVX512-VNNI).
+  const char *stepNames[] = {"decoder_step/panel", "decoder_step/onednn", "decoder_step/panel_bf16", "decoder_step/onednn_bf16",
+                             "decoder_step/int8"};
+  for (int variant = 0; variant < 5; ++variant)
     benchmark::RegisterBenchmark(stepNames[variant],
                                  [variant](benchmark::State &st) {
-                                   runDecoderStep(st, variant % 2 == 0, variant >= 2 ? "packed_bf16" : "packed");
+                                   runDecoderStep(st, variant % 2 == 0,
+                                                  variant == 4 ? "packed_int8" : variant >= 2 ? "packed_bf16" : "packed");
                                  })
         ->ArgName("M")
         ->Arg(1)
