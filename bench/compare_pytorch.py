@@ -8,7 +8,7 @@ fused/unfused and tfmc/PyTorch, and the load average.
   python3 bench/compare_pytorch.py --mode train [--spec small] [--steps 6] [--pytorch idiomatic|reference] \
       [--precision f32|bf16|both]
   python3 bench/compare_pytorch.py --mode decode --spec small --checkpoint small.ckpt --tokenizer m30k.spm \
-      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4]
+      [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--precision f32|int8]
 
 --mode train compares training steps instead: tfmc's compiled train_step (`tfmc train`, dropout +
 forward + backward + Adam in one graph, fused build) against PyTorch's train-mode forward,
@@ -25,6 +25,8 @@ loss); both times the f32 and the bf16 build in the same rounds and prints their
 decode_step with the K/V cache) against bench/pytorch_decode.py (the reference modules run token by
 token with an incremental K/V cache, same search rules), same weights, same source ids, batches of
 32 sentences in length order; prints both times, the ratio, and how many outputs are identical.
+--precision int8 compiles tfmc with `--precision=int8` and runs pytorch_decode.py --int8 (PyTorch's
+dynamic int8 quantization of the linear layers and the vocabulary projection): int8 against int8.
 """
 import argparse
 import json
@@ -155,6 +157,11 @@ def main_train(args):
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def pytorch_engine():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.backends.quantized.engine)"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
 def main_decode(args):
     if not (args.checkpoint and args.tokenizer):
         sys.exit("--mode decode needs --checkpoint and --tokenizer")
@@ -162,7 +169,11 @@ def main_decode(args):
     spec = os.path.join(ROOT, "models", args.spec + ".yaml")
     workdir = tempfile.mkdtemp(prefix="tfmc-decode-")
     artifact = os.path.join(workdir, "x.tfmx")
-    subprocess.run([tfmc, "compile", spec, "--entries=forward,translate", "-o", artifact, "--quiet"], check=True)
+    if args.precision not in ("f32", "int8"):
+        sys.exit("--mode decode compares f32 or int8 (--precision f32|int8)")
+    int8 = args.precision == "int8"
+    subprocess.run([tfmc, "compile", spec, "--entries=forward,translate", "-o", artifact, "--quiet",
+                    f"--precision={args.precision}"], check=True)
     src_path = os.path.join(args.data, f"{args.split}.{args.src}.gz")
     text = subprocess.run(["zcat", src_path], check=True, capture_output=True).stdout
     plain = os.path.join(workdir, "src.txt")
@@ -174,8 +185,9 @@ def main_decode(args):
                                check=True, capture_output=True).stdout)
     env = blas_env.fair_blas_env()
     sentences = text.count(b"\n")
-    print(f"spec {args.spec}, {args.split} ({sentences} sentences), batches of 32, f32, {args.threads} "
-          f"threads, same checkpoint; load average before: {loadavg()}")
+    print(f"spec {args.spec}, {args.split} ({sentences} sentences), batches of 32, "
+          f"{'int8 (tfmc --precision=int8; PyTorch quantize_dynamic qint8, engine ' + pytorch_engine() + ')' if int8 else 'f32'}, "
+          f"{args.threads} threads, same checkpoint; load average before: {loadavg()}")
     for beam in [int(b) for b in args.beams.split(",")]:
         tt, pt = [], []
         for r in range(args.rounds):
@@ -187,8 +199,8 @@ def main_decode(args):
             tt.append(float(re.search(r", ([0-9.]+) s \(", log).group(1)))
             log = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "pytorch_decode.py"), "--spec", spec,
                                   "--checkpoint", args.checkpoint, "--ids", ids, "--beam", str(beam), "--threads",
-                                  str(args.threads), "--output", out_p], env=env, check=True, capture_output=True,
-                                 text=True).stdout
+                                  str(args.threads), "--output", out_p] + (["--int8"] if int8 else []), env=env,
+                                 check=True, capture_output=True, text=True).stdout
             pt.append(float(re.search(r", ([0-9.]+) s", log).group(1)))
             a, b = open(out_t).read().splitlines(), open(out_p).read().splitlines()
             same = sum(x == y for x, y in zip(a, b))
@@ -209,8 +221,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--mode", choices=["forward", "train", "decode"], default="forward")
     ap.add_argument("--steps", type=int, default=6, help="tfmc training steps per round (--mode train)")
-    ap.add_argument("--precision", choices=["f32", "bf16", "both"], default="f32",
-                    help="--mode train: tfmc's compile --precision; both times the two side by side")
+    ap.add_argument("--precision", choices=["f32", "bf16", "both", "int8"], default="f32",
+                    help="--mode train: tfmc's compile --precision (f32, bf16, both side by side); --mode decode: "
+                         "f32, or int8 (tfmc --precision=int8 against PyTorch's dynamic int8 quantization)")
     ap.add_argument("--pytorch", choices=sorted(TRAIN_SCRIPTS), default="idiomatic",
                     help="--mode train: time bench/pytorch_train.py (idiomatic) or pytorch_forward.py (reference)")
     ap.add_argument("--checkpoint", help="--mode decode: a trained checkpoint of --spec")

@@ -8,8 +8,11 @@ from the top K, stops a sentence when K are finished and no live hypothesis can 
 the GNMT penalty; padding and BOS are never generated.
 
   pytorch_decode.py --spec models/small.yaml --checkpoint small.ckpt --ids src.ids --beam 4 \
-      [--batch 32] [--threads 2] --output hyp.ids
+      [--batch 32] [--threads 2] [--int8] --output hyp.ids
 Input and output: one sentence of token ids per line (sources without </s>). Prints the time.
+--int8: PyTorch's dynamic quantization (torch.ao.quantization.quantize_dynamic, qint8 weights, the
+default quantized engine) of every nn.Linear and of the vocabulary projection, what a PyTorch user
+reaches for to run int8 on a CPU; attention, LayerNorm and softmax stay f32, as in tfmc's int8.
 """
 import argparse
 import math
@@ -50,6 +53,7 @@ class IncrementalDecoder:
         self.cross = [(heads(l.cross_attn.k_proj(self.memory), self.h), heads(l.cross_attn.v_proj(self.memory), self.h))
                       for l in dec.layers]
         self.cache = [None] * len(dec.layers)
+        self.vocab = getattr(model, "int8_vocab", None)
 
     def step(self, tokens, t, parents, rows):
         """tokens [R] of position t; parents [R]: row of the previous step; rows [R]: sentence."""
@@ -81,6 +85,8 @@ class IncrementalDecoder:
             y = ref._sublayer(layer, y, cross_attn, layer.cross_attn_norm, "cross_attn")
             y = ref._sublayer(layer, y, layer.ffn, layer.ffn_norm, "ffn")
         y = dec.finish(y)
+        if self.vocab is not None:  # --int8: a quantized linear with the output weight
+            return torch.log_softmax(self.vocab(y[:, 0]), dim=-1)
         return torch.log_softmax(y[:, 0] @ m.out_weight().t(), dim=-1)
 
 
@@ -172,9 +178,17 @@ def main():
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--int8", action="store_true", help="dynamic int8 quantization of the linear layers")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     spec, model = load_model(args.spec, args.checkpoint)
+    if args.int8:
+        with torch.no_grad():
+            vocab = torch.nn.Linear(model.out_weight().shape[1], model.out_weight().shape[0], bias=False)
+            vocab.weight.copy_(model.out_weight())
+        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        model.int8_vocab = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(vocab), {torch.nn.Linear},
+                                                                  dtype=torch.qint8)
     m, dc = spec["model"], spec.get("decoding", {})
     d = {"pad": m["pad_id"], "bos": m["bos_id"], "eos": m["eos_id"], "max_len": m["max_len"], "beam": args.beam,
          "alpha": dc.get("length_penalty", 0.6), "ratio": dc.get("max_length_ratio", 1.5),
