@@ -10,6 +10,7 @@
 #include "passes/PassUtils.h"
 #include "passes/Passes.h"
 #include "tfm/TfmDialect.h"
+#include "tfm/rules/OpRules.h"
 
 using namespace mlir;
 
@@ -25,11 +26,11 @@ struct QuantizeInt8Pass : impl::QuantizeInt8Base<QuantizeInt8Pass> {
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     auto mode = fn->getAttrOfType<StringAttr>("tfm.mode");
-    // The runtime's rule for a training entry (model.cpp): a gradient, accumulation or optimizer op.
+    // The runtime's rule for a training entry (tfm::rules::isTrainingOp, shared with it).
     bool gradients = false;
     fn.walk([&](Operation *op) {
       const StringRef name = op->getName().getStringRef();
-      gradients = gradients || name.ends_with("_grad") || name == "tfm.adam_update" || name == "tfm.grad_accumulate";
+      gradients = gradients || tfm::rules::isTrainingOp(std::string_view(name.data(), name.size()));
     });
     const bool inference = mode && mode.getValue() == "inference" && !gradients;
     Builder b(&getContext());

@@ -102,9 +102,7 @@ Status Model::Impl::prepareEntry(const EntryFunction &fn, EntryState &state) {
     for (uint32_t v : node.outputs) writes = writes || fn.values[v].kind == ValueKind::State;
     state.writesInPlace.push_back(writes);
     if (op == "tfm.adam_update") state.mutatesWeights = true;
-    if (op == "tfm.adam_update" || op == "tfm.grad_accumulate" ||
-        (op.size() > 5 && op.compare(op.size() - 5, 5, "_grad") == 0))
-      inference = false;
+    if (tfm::rules::isTrainingOp(op)) inference = false;
   }
   size_t maxArity = 0;
   std::vector<const Shape *> inShapes;

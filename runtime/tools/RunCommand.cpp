@@ -93,8 +93,6 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 }
 
 
-// Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
-// builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
 void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model, bool forTraining) {
   if (model.bf16RunsAsF32())
     std::cerr << "notice: " << artifactPath << " was compiled with --precision=bf16, but "
@@ -115,6 +113,8 @@ void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model
               << "int8 GEMMs run in plain loops (the same results as AVX512-VNNI, ~20x slower)\n";
 }
 
+// Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
+// builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;

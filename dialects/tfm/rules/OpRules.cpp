@@ -94,6 +94,12 @@ bool floatInRange(double v, double lo, double hi, bool loOpen, bool hiOpen) {
   return true;
 }
 
+bool isTrainingOp(std::string_view name) {
+  constexpr std::string_view grad = "_grad";
+  return name == "tfm.adam_update" || name == "tfm.grad_accumulate" ||
+         (name.size() > grad.size() && name.substr(name.size() - grad.size()) == grad);
+}
+
 bool oneOf(std::string_view v, std::string_view choices) {
   if (choices.empty()) return true;
   size_t start = 0;

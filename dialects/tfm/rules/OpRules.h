@@ -101,6 +101,10 @@ const AttrRule *findAttr(const OpRule &op, std::string_view name);
 bool intInRange(int64_t v, double lo, double hi);
 bool floatInRange(double v, double lo, double hi, bool loOpen, bool hiOpen);
 bool oneOf(std::string_view v, std::string_view commaSeparated);
+// An op that only a training function holds: a gradient (named *_grad), gradient accumulation or
+// the optimizer. A function with one computes gradients (the runtime's training entries; the
+// functions tfm-quantize-int8 leaves in f32).
+bool isTrainingOp(std::string_view name);
 // "" if `v` satisfies `rule` (kind, range, choices), else why not.
 std::string checkAttr(const AttrRule &rule, const AttrValue &v);
 // "in [0, 1)", "one of 'plain', 'packed'".

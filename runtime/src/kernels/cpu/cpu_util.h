@@ -43,6 +43,23 @@ void parallelSpans(int64_t n, int64_t minParallel, const Body &body) {
   }
 }
 
+// body(p0, p1) over `panels` column panels of a GEMM, one contiguous range per thread, in parallel
+// only when the product has at least 8 kParallelMinElements multiply-adds (`macs` = m n k): the
+// panel GEMMs (f32, bf16, int8) split their work this way.
+template <typename Body>
+void parallelPanels(int64_t panels, int64_t macs, const Body &body) {
+  const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
+  if (threads > 1 && macs >= kParallelMinElements * 8) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      body(panels * t / nt, panels * (t + 1) / nt);
+    }
+  } else {
+    body(int64_t(0), panels);
+  }
+}
+
 // max(z[0..n)) in 16 lanes of a GCC vector type (inline, so each target clone gets its own
 // code: one zmm, two ymm or four xmm registers). GCC leaves `omp simd reduction(max)` over
 // std::max scalar, and left an array of 16 lanes scalar too (16 vmaxss per 16 logits in the

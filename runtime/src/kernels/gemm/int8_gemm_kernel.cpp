@@ -6,8 +6,6 @@
 // the threads. Without VNNI the sites run the f32 packed GEMM instead (gemm::int8::int8Path), as
 // bf16 sites do without AVX512-BF16; the reference backend computes them in f32 too (the oracle
 // the int8 results are compared to).
-#include <omp.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -83,21 +81,10 @@ public:
     e.relu = relu_;
     e.residual = gelu_ ? nullptr : residual;  // gelu comes before the residual: both added below
     const q8::PackedWeight w{panels_.data<int8_t>(), scales_.data(), offsets_.data()};
-    const int64_t panels = gemm::panelCount(n);
-    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
-    auto body = [&](int64_t p0, int64_t p1) {
+    fast::parallelPanels(gemm::panelCount(n), m * n * k, [&](int64_t p0, int64_t p1) {
       if (vnni_) q8::gemmAvx512Vnni(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
       else q8::gemmReference(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
-    };
-    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
-#pragma omp parallel num_threads(threads)
-      {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        body(panels * t / nt, panels * (t + 1) / nt);
-      }
-    } else {
-      body(0, panels);
-    }
+    });
     if (gelu_) {  // gelu, then the residual (the order of the f32 kernels' post-ops)
       fast::parallelSpans(m * n, kParallelMinElements, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = fast::geluErf(y[i]) + (residual ? residual[i] : 0.0f);
@@ -110,9 +97,10 @@ public:
 private:
   void pack(const TensorRef &b, uint64_t version) {
     const int64_t k = transposeB_ ? b.dim(1) : b.dim(0), n = transposeB_ ? b.dim(0) : b.dim(1);
-    if (panels_.numel() != q8::packedPanelBytes(k, n)) panels_ = Tensor(DType::Bool, {q8::packedPanelBytes(k, n)});
-    scales_.assign(size_t(q8::packedColumns(n)), 0.0f);
-    offsets_.assign(size_t(q8::packedColumns(n)), 0);
+    // packWeight writes every byte of all three (zeros past K and N).
+    if (panels_.numel() != q8::packedPanelBytes(k, n)) panels_ = Tensor::uninitialized(DType::Bool, {q8::packedPanelBytes(k, n)});
+    scales_.resize(size_t(q8::packedColumns(n)));
+    offsets_.resize(size_t(q8::packedColumns(n)));
     q8::packWeight(b.as<float>(), k, n, transposeB_, panels_.data<int8_t>(), scales_.data(), offsets_.data());
     packedVersion_ = version;
     packedFrom_ = b.data;

@@ -279,17 +279,7 @@ private:
   // body(p0, p1) over the panels of N, one contiguous range per thread (serial when small).
   template <typename Body>
   static void forPanelRanges(int64_t m, int64_t k, int64_t n, const Body &body, int64_t width = gemm::kPanelCols) {
-    const int64_t panels = gemm::panelCount(n, width);
-    const int threads = int(std::min<int64_t>(omp_get_max_threads(), panels));
-    if (threads > 1 && m * n * k >= kParallelMinElements * 8) {
-#pragma omp parallel num_threads(threads)
-      {
-        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        body(panels * t / nt, panels * (t + 1) / nt);
-      }
-    } else {
-      body(int64_t(0), panels);
-    }
+    fast::parallelPanels(gemm::panelCount(n, width), m * n * k, body);
   }
 
   // bf16 operands: the weight packed as bf16 pairs once per weights version, x rounded per call.
