@@ -92,8 +92,10 @@ public:
   virtual size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &inputShapes, int threads) const {
     return 0;
   }
-  // Errors carry only the detail; the Model prefixes entry and node.
-  virtual Status run(const KernelArgs &args) = 0;
+  // Errors carry only the detail; the Model prefixes entry and node. Const: sessions on several
+  // threads run one kernel at once, so a call keeps its working memory in args.scratch or in
+  // per-thread buffers, and a weight-derived copy made on a first call is made under a lock.
+  virtual Status run(const KernelArgs &args) const = 0;
 };
 
 using KernelFactory = std::unique_ptr<Kernel> (*)();

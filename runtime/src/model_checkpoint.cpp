@@ -179,7 +179,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     if (withTrainingState) trainingState(*impl_, current);
     Status s = setWeights(std::move(weights), /*keepTrainingState=*/withTrainingState);
     if (!s.ok()) return refuse(s.message());
-    std::lock_guard<std::mutex> lock(impl_->callMutex);  // no session runs while the moments change
+    std::lock_guard<CallLock> lock(impl_->callMutex);  // no session runs while the moments change
     for (const auto &[name, t] : current)  // checked above: nothing can fail from here
       std::memcpy(const_cast<Tensor *>(t)->rawData(), state.at(name).rawData(), t->nbytes());
     step = parsed;

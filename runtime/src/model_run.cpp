@@ -63,14 +63,36 @@ const std::vector<size_t> &prunedNodes(const EntryState &state, EntryRun &er, co
 
 namespace {
 
-// Session::run's two forms: one call at a time per model, the session's thread count, and no
-// exception past the API.
+// Session::run's two forms: the Model's lock (shared for inference calls, exclusive for the calls
+// Model::Impl::callMutex names), one call at a time per session, the Model's thread count, and
+// no exception past the API.
 Status runGuarded(Session::Impl &impl, const std::string &entry, const std::vector<Tensor> &inputs,
                   std::vector<Tensor> &outputs, const std::vector<bool> *wanted) {
   try {
-    std::lock_guard<std::mutex> lock(impl.model->callMutex);
-    OmpThreadsScope threads(impl.model->options.num_threads);
-    return impl.run(entry, inputs, outputs, wanted);
+    Model::Impl &m = *impl.model;
+    EntryState *state = m.findEntry(entry);  // null: run() reports it
+    std::lock_guard<std::mutex> busy(impl.busy);
+    if (m.options.profile || (state && state->mutatesWeights)) {
+      std::unique_lock<CallLock> lock(m.callMutex);
+      OmpThreadsScope threads(m.options.num_threads);
+      return impl.run(entry, inputs, outputs, wanted);
+    }
+    for (;;) {
+      {
+        std::shared_lock<CallLock> lock(m.callMutex);
+        if (!state || !m.derivedStale(*state)) {
+          OmpThreadsScope threads(m.options.num_threads);
+          return impl.run(entry, inputs, outputs, wanted);
+        }
+      }
+      // New weights since the entry last ran: re-derive its values alone, then run shared (again
+      // checked: the weights may have changed in between).
+      std::unique_lock<CallLock> lock(m.callMutex);
+      if (m.derivedStale(*state)) {
+        OmpThreadsScope threads(m.options.num_threads);
+        TFMRT_RETURN_IF_ERROR(m.evaluateWeightDerived(*state));
+      }
+    }
   } catch (const std::bad_alloc &) {
     return internalError(cat("entry '", entry, "': out of memory"));
   } catch (const std::exception &e) {
@@ -117,9 +139,9 @@ Status Session::Impl::run(const std::string &entry, const std::vector<Tensor> &i
     return invalidArgument(cat(entryStr(fn), " uses session state (a K/V cache): bind it with Session::bindStates "
                                   "before run()"));
   if (state->usesStaticState) allocateStaticStates();
-  // Weights changed since this entry last ran (a training step of another entry): re-derive.
-  if (state->preparedVersion != m.weightsVersion && (m.hasWeights || artifact.params.empty()))
-    TFMRT_RETURN_IF_ERROR(m.evaluateWeightDerived(*state));
+  // Weights changed since this entry last ran (a training step of another entry): re-derive
+  // (runGuarded holds the lock exclusively then).
+  if (m.derivedStale(*state)) TFMRT_RETURN_IF_ERROR(m.evaluateWeightDerived(*state));
 
   // The plan for these input shapes: cached, else built (shape inference + buffer planning).
   ShapePlan *plan = nullptr;

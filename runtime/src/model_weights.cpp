@@ -114,7 +114,7 @@ Status Model::saveWeights(const std::string &path) const {
 bool Model::hasWeights() const { return impl_->hasWeights; }
 
 Status Model::Impl::installWeights(std::vector<Tensor> fresh, bool resetTrainingState) {
-  std::lock_guard<std::mutex> lock(callMutex);  // no session runs while the weights change
+  std::lock_guard<CallLock> lock(callMutex);  // no session runs while the weights change
   std::swap(weights, fresh);
   const bool had = hasWeights;
   hasWeights = true;

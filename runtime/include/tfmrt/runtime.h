@@ -12,10 +12,16 @@
 // A Model holds what is fixed after load: the program, the kernels, the weights. What changes per
 // call lives in a Session: the activation arenas and shape plans of each entry, and the session
 // state (tensors kept across calls and updated in place, e.g. the K/V cache of `decode_step`).
-// Model::run uses the model's own default session. A Session runs one call at a time. The
-// sessions of one model are independent (their buffers and states are disjoint) and may be used
-// from different threads, but the kernels they share keep per-call members, so calls on one model
-// take turns (a per-model lock; weight changes take it too): safe, not yet parallel.
+// Model::run uses the model's own default session. A Session runs one call at a time (two
+// threads calling one session take turns). Sessions of one model run at the same time on
+// different threads: their buffers and states are disjoint and the kernels they share keep
+// nothing per call, so each thread gets the bits it would get alone (tested). These calls run
+// alone instead, waiting for running calls and holding new ones back: changing weights or
+// training state (initWeights, setWeights, loadWeights, loadCheckpoint), an entry that writes
+// the weights (train_step, apply_update), the first call of an entry after new weights (it
+// re-derives their merged copies), and every call while RuntimeOptions::profile is set.
+// Each call uses RuntimeOptions::num_threads OpenMP threads: with sessions on N threads, up to
+// N x num_threads threads run at once.
 #pragma once
 
 #include <cstdint>

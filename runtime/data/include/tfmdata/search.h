@@ -91,7 +91,8 @@ struct Hypothesis {
 
 // Holds a Session of the model (arenas, plans, the K/V cache) across batches, so the runtime
 // allocates nothing once the largest batch has been seen (the search's own bookkeeping still
-// allocates small vectors per step). Not for concurrent use; create one per thread.
+// allocates small vectors per step). Not for concurrent use; create one per thread: Translators
+// of one Model on several threads decode at the same time.
 class Translator {
 public:
   ~Translator();

@@ -56,9 +56,10 @@ public:
     params_ = paramsFor(*info.node);
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
-    bind(params_, a);
-    attention::reference(params_);
+  Status run(const KernelArgs &a) const override {
+    attention::Params params = params_;  // the node's attributes, bound to this call's operands
+    bind(params, a);
+    attention::reference(params);
     return Status::OK();
   }
 
@@ -104,14 +105,15 @@ public:
     p.sk = (*in[1])[1];
     return attention::workspaceBytes(p, {threads});
   }
-  Status run(const KernelArgs &a) override {
-    bind(params_, a);
+  Status run(const KernelArgs &a) const override {
+    attention::Params params = params_;  // the node's attributes, bound to this call's operands
+    bind(params, a);
     // Per-thread tiles + key-split partials in the plan's scratch (sized by scratchBytes above).
-    const attention::RunPlan plan = attention::planRun(params_);
+    const attention::RunPlan plan = attention::planRun(params);
     if (plan.workers == 0) return Status::OK();
     if (plan.totalFloats * sizeof(float) > a.scratchBytes)
       return internalError(cat("scratch of ", a.scratchBytes, " bytes, needs ", plan.totalFloats * sizeof(float)));
-    attention::runPlanned(impl_, params_, plan, static_cast<float *>(a.scratch));
+    attention::runPlanned(impl_, params, plan, static_cast<float *>(a.scratch));
     return Status::OK();
   }
 

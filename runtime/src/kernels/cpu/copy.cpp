@@ -23,7 +23,7 @@ void copyRuns(const float *src, float *dst, int64_t runs, int64_t len, const Src
 class SplitHeadsKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.split_heads"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &o = a.outputs[0];
     const int64_t B = o.dim(0), H = o.dim(1), S = o.dim(2), K = o.dim(3);
     copyRuns(a.inputs[0].as<float>(), o.as<float>(), B * H * S, K,
@@ -40,7 +40,7 @@ public:
 class MergeHeadsKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.merge_heads"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &i = a.inputs[0];
     const int64_t B = i.dim(0), H = i.dim(1), S = i.dim(2), K = i.dim(3);
     copyRuns(i.as<float>(), a.outputs[0].as<float>(), B * S * H, K,
@@ -60,7 +60,7 @@ public:
     offset_ = attrInt(*info.node, "offset");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t w = a.inputs[0].dim(-1), size = a.outputs[0].dim(-1), offset = offset_;
     copyRuns(a.inputs[0].as<float>(), a.outputs[0].as<float>(), rowsOf(a.inputs[0]), size,
              [=](int64_t r) { return r * w + offset; }, [=](int64_t r) { return r * size; });

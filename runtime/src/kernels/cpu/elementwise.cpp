@@ -72,7 +72,7 @@ public:
     factor_ = float(attrFloat(*info.node, "factor"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     parallelSpans(a.inputs[0].numel(), kParallelMinElements,
@@ -87,7 +87,7 @@ private:
 class ReluKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.relu"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     parallelSpans(a.inputs[0].numel(), kParallelMinElements, [&](int64_t i, int64_t e) { reluSpan(x + i, y + i, e - i); });
@@ -106,7 +106,7 @@ TFMRT_SIMD_CLONES void dropoutSpan(const float *x, float *y, int64_t begin, int6
 class DropoutKernel final : public dropout::KernelBase {
 public:
   const char *name() const override { return "fast.dropout"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].numel();
@@ -126,7 +126,7 @@ public:
 class GeluKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.gelu"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     // ~20 flops per element: worth threads well before memory-bound ops are.
@@ -138,7 +138,7 @@ public:
 class AddKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.add"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     add(a.inputs[0].as<float>(), a.inputs[1].as<float>(), a.outputs[0].as<float>(), a.inputs[0].numel());
     return Status::OK();
   }
@@ -147,7 +147,7 @@ public:
 class BiasAddKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.bias_add"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *bias = a.inputs[1].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -166,7 +166,7 @@ public:
     causal_ = attrInt(*info.node, "causal") != 0;
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const uint8_t *keep = a.inputs[1].as<uint8_t>();
     float *y = a.outputs[0].as<float>();

@@ -62,7 +62,7 @@ public:
     epsilon_ = float(attrFloat(*info.node, "epsilon"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     layerNorm(a.inputs[0].as<float>(), nullptr, a.inputs[1].as<float>(), a.inputs[2].as<float>(),
               a.outputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), epsilon_);
     return Status::OK();
@@ -79,7 +79,7 @@ public:
     epsilon_ = float(attrFloat(*info.node, "epsilon"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     layerNorm(a.inputs[0].as<float>(), a.inputs[1].as<float>(), a.inputs[2].as<float>(), a.inputs[3].as<float>(),
               a.outputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), epsilon_);
     return Status::OK();

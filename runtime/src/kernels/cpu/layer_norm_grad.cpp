@@ -73,7 +73,7 @@ public:
     epsilon_ = float(attrFloat(*info.node, "epsilon"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *gamma = a.inputs[1].as<float>(), *dy = a.inputs[2].as<float>();
     float *dx = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -95,14 +95,24 @@ public:
     epsilon_ = float(attrFloat(*info.node, "epsilon"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  // One row of partial sums per block of rows, in the plan's scratch.
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
+    const std::vector<int64_t> &shape = *in[0];
+    if (shape.empty()) return 0;
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    const int64_t blocks = (rows + kGammaBlockRows - 1) / kGammaBlockRows;
+    return size_t(std::max<int64_t>(blocks, 1) * shape.back()) * sizeof(float);
+  }
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     float *out = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
     if (n == 0) return Status::OK();
     const int64_t blocks = (rows + kGammaBlockRows - 1) / kGammaBlockRows;
-    partial_.resize(size_t(std::max<int64_t>(blocks, 1) * n));  // grown once
-    float *partial = partial_.data();
+    if (size_t(std::max<int64_t>(blocks, 1) * n) * sizeof(float) > a.scratchBytes)
+      return internalError("layer_norm_gamma_grad: scratch too small");
+    float *partial = static_cast<float *>(a.scratch);
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * kGammaBlockRows, count = std::min(kGammaBlockRows, rows - r0);
@@ -119,7 +129,6 @@ public:
 
 private:
   float epsilon_ = 1e-5f;
-  std::vector<float> partial_;  // one row of sums per block of rows
 };
 
 }  // namespace

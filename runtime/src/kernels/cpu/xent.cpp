@@ -45,7 +45,7 @@ TFMRT_SIMD_CLONES void rowSums(const float *z, int64_t n, RowSums &out) {
 class FastXentKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "fast.label_smoothed_xent"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
     const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
@@ -109,7 +109,7 @@ public:
     avx2_ = !avx512_ && attention::cpuHasAvx2Fma();
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     logSoftmaxRows(a.inputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), a.outputs[0].as<float>());
     return Status::OK();
   }

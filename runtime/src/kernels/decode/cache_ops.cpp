@@ -26,7 +26,7 @@ public:
     avx512Bf16_ = gemm::cpuHasAvx512Bf16();
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override { return decode::writeCacheRows(a, offset_, kParallelFloats, avx512Bf16_); }
+  Status run(const KernelArgs &a) const override { return decode::writeCacheRows(a, offset_, kParallelFloats, avx512Bf16_); }
 
 private:
   int64_t offset_ = 0;
@@ -42,7 +42,7 @@ public:
     avx512Bf16_ = gemm::cpuHasAvx512Bf16();
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t n = a.inputs[0].numel();
     const float *x = a.inputs[0].as<float>();
     uint16_t *y = a.outputs[0].as<uint16_t>();
@@ -61,9 +61,12 @@ public:
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
     return decode::ReorderPlan::scratchBytes(in);
   }
-  Status run(const KernelArgs &a) override {
-    TFMRT_RETURN_IF_ERROR(plan_.begin(a));
-    const decode::ReorderPlan &plan = plan_;
+  Status run(const KernelArgs &a) const override {
+    // Per calling thread (sessions on several threads may run this kernel at once), kept so that
+    // its vectors are not reallocated per step; the threads below read this thread's plan.
+    thread_local decode::ReorderPlan planOfThread;
+    decode::ReorderPlan &plan = planOfThread;
+    TFMRT_RETURN_IF_ERROR(plan.begin(a));
     const int64_t saved = int64_t(plan.saved.size()), moved = int64_t(plan.moved.size());
     // Per block of positions: every overwritten source saved, then (after the barrier) every
     // moved row copied; rows are independent within each phase.
@@ -77,9 +80,6 @@ public:
     }
     return Status::OK();
   }
-
-private:
-  decode::ReorderPlan plan_;
 };
 
 KernelKey fastKey(const char *op, DType dtype = DType::F32) { return {op, dtype, Layout::Plain, KernelBackend::Dnnl}; }

@@ -54,7 +54,7 @@ protected:
 
   // All heads of each row (allHeads_); `site(r, ...)` runs one row.
   template <typename Site>
-  Status runRows(const KernelArgs &a, int64_t R, int64_t keys, Site site) {
+  Status runRows(const KernelArgs &a, int64_t R, int64_t keys, Site site) const {
     const int64_t stride = scoresPerThread(keys);
     const int threads = omp_get_max_threads();
     if (size_t(threads) * size_t(stride) * sizeof(float) > a.scratchBytes)
@@ -68,7 +68,7 @@ protected:
 
   // Runs rows x heads pairs; `site(r, h, ...)` gives the operands of one pair.
   template <typename Site>
-  Status runPairs(const KernelArgs &a, int64_t R, int64_t keys, Site site) {
+  Status runPairs(const KernelArgs &a, int64_t R, int64_t keys, Site site) const {
     const int64_t pairs = R * attrs_.heads, stride = scoresPerThread(keys);
     const int threads = omp_get_max_threads();
     if (size_t(threads) * size_t(stride) * sizeof(float) > a.scratchBytes)
@@ -98,7 +98,7 @@ private:
 class FastCachedAttention final : public StepAttentionBase {
 public:
   FastCachedAttention() : StepAttentionBase(false) {}
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t Tc = a.inputs[1].dim(1), D = a.inputs[1].dim(2), dk = attrs_.headDim, H = attrs_.heads;
     decode::Steps steps;
@@ -135,7 +135,7 @@ public:
 class FastGatheredAttention final : public StepAttentionBase {
 public:
   FastGatheredAttention() : StepAttentionBase(true) {}
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t N = a.inputs[1].dim(0), S = a.inputs[1].dim(1), Wk = a.inputs[1].dim(2), Wv = a.inputs[2].dim(2);
     const int64_t dk = attrs_.headDim, H = attrs_.heads;
@@ -149,12 +149,16 @@ public:
     // average 17), and every row read all of them. Masked keys weigh exactly 0, so the result is
     // unchanged to the bit (tested). One scan per slot, not per row (a beam's rows share a slot)
     // or per (row, head).
-    liveKeys_.resize(size_t(N));
+    // Per calling thread, not per kernel: sessions on several threads may run this kernel at once.
+    // (A local reference: the parallel rows read this thread's vector, not their own.)
+    thread_local std::vector<int64_t> liveKeysOfThread;
+    std::vector<int64_t> &liveKeys = liveKeysOfThread;
+    liveKeys.resize(size_t(N));
     for (int64_t n = 0; n < N; ++n) {
       const uint8_t *kn = keep + n * S;
       int64_t len = S;
       while (len > 0 && !kn[len - 1]) --len;
-      liveKeys_[size_t(n)] = len;
+      liveKeys[size_t(n)] = len;
     }
     if (a.inputs[1].dtype == DType::BF16) {  // bf16 cross K/V: the all-heads body, else per pair
       const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
@@ -162,13 +166,13 @@ public:
         return runRows(a, R, S, [&](int64_t r, float *scores) {
           const int64_t n = rows[r];
           attendAllHeadsBf16_(q + r * Wq + attrs_.qOffset, kb + n * S * Wk + attrs_.kOffset, Wk,
-                                             vb + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys_[size_t(n)],
+                                             vb + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys[size_t(n)],
                                              H, attrs_.scale, scores, y + r * H * dk);
         });
       return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
         const int64_t n = rows[r];
         attendBf16_(q + r * Wq + attrs_.qOffset + h * dk, kb + n * S * Wk + attrs_.kOffset + h * dk, Wk,
-                                vb + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys_[size_t(n)], dk,
+                                vb + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys[size_t(n)], dk,
                                 attrs_.scale, scores, y + (r * H + h) * dk);
       });
     }
@@ -176,19 +180,16 @@ public:
       return runRows(a, R, S, [&](int64_t r, float *scores) {
         const int64_t n = rows[r];
         attendAllHeads_(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk,
-                        v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys_[size_t(n)], H, attrs_.scale,
+                        v + n * S * Wv + attrs_.vOffset, Wv, keep + n * S, liveKeys[size_t(n)], H, attrs_.scale,
                         scores, y + r * H * dk);
       });
     return runPairs(a, R, S, [&](int64_t r, int64_t h, float *scores) {
       const int64_t n = rows[r];
       attend_(q + r * Wq + attrs_.qOffset + h * dk, k + n * S * Wk + attrs_.kOffset + h * dk, Wk,
-              v + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys_[size_t(n)], dk, attrs_.scale,
+              v + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, liveKeys[size_t(n)], dk, attrs_.scale,
               scores, y + (r * H + h) * dk);
     });
   }
-
-private:
-  std::vector<int64_t> liveKeys_;  // per slot: keys up to its last kept one (per call; calls take turns)
 };
 
 KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }

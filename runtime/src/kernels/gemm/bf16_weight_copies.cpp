@@ -5,6 +5,7 @@
 namespace tfmrt::gemm {
 
 const uint16_t *Bf16WeightCopies::get(const float *weight, int64_t count, uint64_t version) {
+  std::lock_guard<std::mutex> lock(mutex_);
   if (version > newest_) {
     // Weights not read during the previous version were replaced or are not used by the entries
     // being run (training: every step is a version): free their copies.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <unordered_map>
 
 #include "tfmrt/tensor.h"
@@ -16,12 +17,19 @@ namespace tfmrt::gemm {
 class Bf16WeightCopies {
 public:
   // The bf16 copy (nearest even, gemm::toBf16) of the `count` floats at `weight` as of weights
-  // `version`, converted on the first request of that version. The pointer is valid until the
-  // next get() (a newer version may re-convert it in place or free it): read it, do not keep it.
-  // Needs cpuHasAvx512Bf16().
+  // `version`, converted on the first request of that version. The pointer is valid while the
+  // weights version is (a newer version may re-convert it in place or free it): read it during
+  // the call, do not keep it. Safe from several threads (sessions running at once; a new
+  // version is only set while no call runs). Needs cpuHasAvx512Bf16().
   const uint16_t *get(const float *weight, int64_t count, uint64_t version);
-  size_t copies() const { return copies_.size(); }
-  int64_t conversions() const { return conversions_; }
+  size_t copies() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return copies_.size();
+  }
+  int64_t conversions() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return conversions_;
+  }
 
 private:
   struct Copy {
@@ -29,7 +37,8 @@ private:
     int64_t count = 0;
     uint64_t version = 0;
   };
-  std::unordered_map<const float *, Copy> copies_;
+  mutable std::mutex mutex_;
+  std::unordered_map<const float *, Copy> copies_;  // node-based: a Copy stays put as others are added
   uint64_t newest_ = 0;
   int64_t conversions_ = 0;
 };

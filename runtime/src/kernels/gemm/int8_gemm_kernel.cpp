@@ -7,6 +7,7 @@
 // bf16 sites do without AVX512-BF16; the reference backend computes them in f32 too (the oracle
 // the int8 results are compared to).
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 #include "format.h"
@@ -51,30 +52,40 @@ public:
   }
 
   Status prepareWeights(const KernelArgs &a) override {
+    std::lock_guard<std::mutex> lock(packMutex_);
     if (a.inputs[1].data) pack(a.inputs[1], a.weightsVersion);
     return Status::OK();
   }
 
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
     const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
     if (m == 0 || n == 0) return Status::OK();
-    if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) pack(B, a.weightsVersion);  // weights swapped without prepareWeights
+    {
+      std::lock_guard<std::mutex> lock(packMutex_);
+      if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) pack(B, a.weightsVersion);  // weights swapped without prepareWeights
+    }
     const float *x = A.as<float>();
     float *y = C.as<float>();
     const int64_t stride = q8::rowBytes(k);
-    xq_.resize(size_t(m * stride));
-    sx_.resize(size_t(m));
+    // x quantized and its row scales, per calling thread (grown once; sessions may run this
+    // kernel at once). Local references: the parallel loops below read this thread's vectors.
+    thread_local std::vector<uint8_t> xqOfThread;
+    thread_local std::vector<float> sxOfThread, residualCopyOfThread;
+    std::vector<uint8_t> &xq = xqOfThread;
+    std::vector<float> &sx = sxOfThread, &residualCopy = residualCopyOfThread;
+    xq.resize(size_t(m * stride));
+    sx.resize(size_t(m));
     fast::parallelSpans(m, std::max<int64_t>(1, kParallelMinElements / std::max<int64_t>(k, 1)), [&](int64_t r, int64_t e) {
-      if (vnni_) q8::quantizeRowsAvx512(x + r * k, e - r, k, xq_.data() + r * stride, sx_.data() + r);
-      else q8::quantizeRowsReference(x + r * k, e - r, k, xq_.data() + r * stride, sx_.data() + r);
+      if (vnni_) q8::quantizeRowsAvx512(x + r * k, e - r, k, xq.data() + r * stride, sx.data() + r);
+      else q8::quantizeRowsReference(x + r * k, e - r, k, xq.data() + r * stride, sx.data() + r);
     });
     const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
     // With gelu the residual is added after the product is written to y, so a residual that is y
     // itself (never so today: results do not share their operands' memory) is copied first.
     if (gelu_ && residual == y) {
-      residualCopy_.assign(residual, residual + m * n);
-      residual = residualCopy_.data();
+      residualCopy.assign(residual, residual + m * n);
+      residual = residualCopy.data();
     }
     gemm::Epilogue e;
     e.bias = linear_ ? a.inputs[2].as<float>() : nullptr;
@@ -82,8 +93,8 @@ public:
     e.residual = gelu_ ? nullptr : residual;  // gelu comes before the residual: both added below
     const q8::PackedWeight w{panels_.data<int8_t>(), scales_.data(), offsets_.data()};
     fast::parallelPanels(gemm::panelCount(n), m * n * k, [&](int64_t p0, int64_t p1) {
-      if (vnni_) q8::gemmAvx512Vnni(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
-      else q8::gemmReference(xq_.data(), sx_.data(), m, k, w, n, p0, p1, e, y);
+      if (vnni_) q8::gemmAvx512Vnni(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
+      else q8::gemmReference(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
     });
     if (gelu_) {  // gelu, then the residual (the order of the f32 kernels' post-ops)
       fast::parallelSpans(m * n, kParallelMinElements, [&](int64_t b, int64_t e) {
@@ -95,7 +106,8 @@ public:
   }
 
 private:
-  void pack(const TensorRef &b, uint64_t version) {
+  // Under packMutex_.
+  void pack(const TensorRef &b, uint64_t version) const {
     const int64_t k = transposeB_ ? b.dim(1) : b.dim(0), n = transposeB_ ? b.dim(0) : b.dim(1);
     // packWeight writes every byte of all three (zeros past K and N).
     if (panels_.numel() != q8::packedPanelBytes(k, n)) panels_ = Tensor::uninitialized(DType::Bool, {q8::packedPanelBytes(k, n)});
@@ -109,15 +121,14 @@ private:
   const bool linear_, vnni_;
   bool transposeB_ = false, logSoftmax_ = false, relu_ = false, gelu_ = false, hasResidual_ = false;
   // The quantized weight (a Tensor's storage: 64-byte aligned for the vector loads), and which
-  // weight and version it was made from.
-  Tensor panels_;
-  std::vector<float> scales_;
-  std::vector<int32_t> offsets_;
-  uint64_t packedVersion_ = ~uint64_t(0);
-  const void *packedFrom_ = nullptr;
-  // Per call: x quantized, and its row scales.
-  std::vector<uint8_t> xq_;
-  std::vector<float> sx_, residualCopy_;
+  // weight and version it was made from: made once per weights version under packMutex_ (the
+  // first calls of a version may come from several sessions at once), then only read.
+  mutable std::mutex packMutex_;
+  mutable Tensor panels_;
+  mutable std::vector<float> scales_;
+  mutable std::vector<int32_t> offsets_;
+  mutable uint64_t packedVersion_ = ~uint64_t(0);
+  mutable const void *packedFrom_ = nullptr;
 };
 
 KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, KernelBackend::Dnnl}; }

@@ -27,14 +27,20 @@ public:
       memory::desc srcMd({kRT, kRT, kRT}, kF32, transposeA_ ? tag::acb : tag::abc);
       memory::desc wMd({kRT, kRT, kRT}, kF32, transposeB_ ? tag::acb : tag::abc);
       memory::desc dstMd({kRT, kRT, kRT}, kF32, tag::abc);
-      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine));
+      auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), dnnlUserScratchpad(), ctx_->engine);
+      prim_ = dnnl::matmul(pd);
+      scratchpad_ = pd.scratchpad_desc();
     } catch (const dnnl::error &e) {
       return dnnlError("batch_matmul primitive creation", e);
     }
     return Status::OK();
   }
 
-  Status run(const KernelArgs &a) override {
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &, int) const override {
+    return scratchpad_.get_size();
+  }
+
+  Status run(const KernelArgs &a) const override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
     const int64_t m = C.dim(-2), k = transposeA_ ? A.dim(-2) : A.dim(-1), n = C.dim(-1);
     int64_t r = 1;
@@ -45,18 +51,16 @@ public:
       return Status::OK();
     }
     try {
-      if (r != r_ || m != m_ || k != k_ || n != n_) {
-        srcMem_ = memory({{r, m, k}, kF32, transposeA_ ? tag::acb : tag::abc}, ctx_->engine, nullptr);
-        wMem_ = memory({{r, k, n}, kF32, transposeB_ ? tag::acb : tag::abc}, ctx_->engine, nullptr);
-        dstMem_ = memory({{r, m, n}, kF32, tag::abc}, ctx_->engine, nullptr);
-        args_ = {{DNNL_ARG_SRC, srcMem_.get()}, {DNNL_ARG_WEIGHTS, wMem_.get()}, {DNNL_ARG_DST, dstMem_.get()}};
-        r_ = r, m_ = m, k_ = k, n_ = n;
-      }
-      srcMem_.set_data_handle(A.data);
-      wMem_.set_data_handle(B.data);
-      dstMem_.set_data_handle(C.data);
-      dnnlExecute(prim_, ctx_->stream, args_);
-      ctx_->stream.wait();
+      // Memory objects per call: sessions on several threads may run this kernel at once.
+      memory srcMem({{r, m, k}, kF32, transposeA_ ? tag::acb : tag::abc}, ctx_->engine, A.data);
+      memory wMem({{r, k, n}, kF32, transposeB_ ? tag::acb : tag::abc}, ctx_->engine, B.data);
+      memory dstMem({{r, m, n}, kF32, tag::abc}, ctx_->engine, C.data), scratchpadMem;
+      std::vector<dnnl_exec_arg_t> args = {
+          {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
+      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
+      dnnl::stream stream = dnnlStream(*ctx_);
+      dnnlExecute(prim_, stream, args);
+      stream.wait();
     } catch (const dnnl::error &e) {
       return dnnlError("batch_matmul", e);
     }
@@ -67,9 +71,7 @@ private:
   CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false, transposeA_ = false;
   dnnl::matmul prim_;
-  int64_t r_ = -1, m_ = -1, k_ = -1, n_ = -1;
-  memory srcMem_, wMem_, dstMem_;
-  std::vector<dnnl_exec_arg_t> args_;
+  memory::desc scratchpad_;  // prim_'s (user-managed: see CpuDevice)
 };
 
 }  // namespace

@@ -6,7 +6,6 @@ Status createCpuDevice(std::unique_ptr<Device> &out) {
   try {
     auto ctx = std::make_unique<CpuDevice>();
     ctx->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
-    ctx->stream = dnnl::stream(ctx->engine);
     out = std::move(ctx);
     return Status::OK();
   } catch (const dnnl::error &e) {

@@ -49,13 +49,18 @@ public:
       memory::desc srcMd({kRT, kRT}, operands, tag::ba);  // dy^T: [N, R] over dy's [R, N] storage
       memory::desc wMd({kRT, kRT}, operands, tag::ab);    // x [R, K]
       memory::desc dstMd({kRT, kRT}, kF32, tag::ab);  // dW [N, K]
-      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), ctx_->engine));
+      auto pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(srcMd, wMd, dstMd), dnnlUserScratchpad(), ctx_->engine);
+      prim_ = dnnl::matmul(pd);
+      scratchpad_ = pd.scratchpad_desc();
     } catch (const dnnl::error &e) {
       return dnnlError("weight_grad primitive creation", e);
     }
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &, int) const override {
+    return scratchpad_.get_size();
+  }
+  Status run(const KernelArgs &a) const override {
     const TensorRef &dy = a.inputs[0], &x = a.inputs[1], &dw = a.outputs[0];
     const int64_t n = dy.dim(-1), k = x.dim(-1), r = rowsOf(dy);
     if (n == 0 || k == 0) return Status::OK();
@@ -80,27 +85,26 @@ public:
     }
     try {
       const void *dyData = dy.data, *xData = x.data;
+      // The bf16 operands, per calling thread (grown once): sessions may run this kernel at once.
+      thread_local std::vector<uint16_t> dyBf16, xBf16;
       if (bf16_) {
-        dyBf16_.resize(size_t(r * n));
-        xBf16_.resize(size_t(r * k));
-        gemm::toBf16(dy.as<float>(), r * n, dyBf16_.data());
-        gemm::toBf16(x.as<float>(), r * k, xBf16_.data());
-        dyData = dyBf16_.data();
-        xData = xBf16_.data();
+        dyBf16.resize(size_t(r * n));
+        xBf16.resize(size_t(r * k));
+        gemm::toBf16(dy.as<float>(), r * n, dyBf16.data());
+        gemm::toBf16(x.as<float>(), r * k, xBf16.data());
+        dyData = dyBf16.data();
+        xData = xBf16.data();
       }
       const memory::data_type operands = bf16_ ? kBf16 : kF32;
-      if (r != r_ || n != n_ || k != k_) {
-        dyMem_ = memory({{n, r}, operands, tag::ba}, ctx_->engine, nullptr);
-        xMem_ = memory({{r, k}, operands, tag::ab}, ctx_->engine, nullptr);
-        dwMem_ = memory({{n, k}, kF32, tag::ab}, ctx_->engine, nullptr);
-        args_ = {{DNNL_ARG_SRC, dyMem_.get()}, {DNNL_ARG_WEIGHTS, xMem_.get()}, {DNNL_ARG_DST, dwMem_.get()}};
-        r_ = r, n_ = n, k_ = k;
-      }
-      dyMem_.set_data_handle(const_cast<void *>(dyData));
-      xMem_.set_data_handle(const_cast<void *>(xData));
-      dwMem_.set_data_handle(dw.data);
-      dnnlExecute(prim_, ctx_->stream, args_);
-      ctx_->stream.wait();
+      memory dyMem({{n, r}, operands, tag::ba}, ctx_->engine, const_cast<void *>(dyData));
+      memory xMem({{r, k}, operands, tag::ab}, ctx_->engine, const_cast<void *>(xData));
+      memory dwMem({{n, k}, kF32, tag::ab}, ctx_->engine, dw.data), scratchpadMem;
+      std::vector<dnnl_exec_arg_t> args = {
+          {DNNL_ARG_SRC, dyMem.get()}, {DNNL_ARG_WEIGHTS, xMem.get()}, {DNNL_ARG_DST, dwMem.get()}};
+      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
+      dnnl::stream stream = dnnlStream(*ctx_);
+      dnnlExecute(prim_, stream, args);
+      stream.wait();
     } catch (const dnnl::error &e) {
       return dnnlError("weight_grad", e);
     }
@@ -110,11 +114,8 @@ public:
 private:
   CpuDevice *ctx_ = nullptr;
   bool bf16_ = false, avx2_ = false;
-  std::vector<uint16_t> dyBf16_, xBf16_;  // the bf16 operands, grown once
   dnnl::matmul prim_;
-  int64_t r_ = -1, n_ = -1, k_ = -1;
-  memory dyMem_, xMem_, dwMem_;
-  std::vector<dnnl_exec_arg_t> args_;
+  memory::desc scratchpad_;  // prim_'s (user-managed: see CpuDevice)
 };
 
 TFMRT_SIMD_CLONES void addRowsInto(const float *x, int64_t rows, int64_t n, float *acc) {
@@ -128,7 +129,7 @@ TFMRT_SIMD_CLONES void addRowsInto(const float *x, int64_t rows, int64_t n, floa
 class FastBiasGradKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.bias_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *dy = a.inputs[0].as<float>();
     float *out = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -169,7 +170,7 @@ TFMRT_SIMD_CLONES void reluGradSpan(const float *x, const float *dy, float *dx, 
 class FastReluGradKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.relu_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     float *dx = a.outputs[0].as<float>();
     fast::parallelSpans(a.inputs[0].numel(), kParallelMinElements,
@@ -201,7 +202,7 @@ TFMRT_SIMD_CLONES void xentGradRow(const float *z, float *g, int64_t n, float sm
 class FastXentGradKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "fast.label_smoothed_xent_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
     float *dz = a.outputs[0].as<float>();
@@ -232,7 +233,7 @@ TFMRT_SIMD_CLONES void addColumns(const float *src, float *dst, int64_t n) {
 class FastEmbeddingGradKernel final : public Kernel {
 public:
   const char *name() const override { return "fast.embedding_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int32_t *ids = a.inputs[0].as<int32_t>();
     const float *dy = a.inputs[1].as<float>();
     float *table = a.outputs[0].as<float>();

@@ -34,6 +34,8 @@
 // both run the f32 paths above.
 #include <omp.h>
 
+#include <mutex>
+
 #include "kernels/attention/attention.h"
 #include "kernels/gemm/packed_gemm.h"
 #include "kernels/onednn/onednn_util.h"
@@ -99,12 +101,13 @@ public:
       if (act_ == Activation::Relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
       if (act_ == Activation::Gelu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
       if (hasResidual_ && act_ == Activation::None) ops.append_sum(1.0f);
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = dnnlUserScratchpad();
       attr.set_post_ops(ops);
       auto desc = linear_ ? dnnl::matmul::desc(srcMd, wMd, memory::desc({1, nd}, kF32, tag::ab), dstMd)
                           : dnnl::matmul::desc(srcMd, wMd, dstMd);
       auto pd = dnnl::matmul::primitive_desc(desc, attr, ctx_->engine);
       prim_ = dnnl::matmul(pd);
+      scratchpad_ = pd.scratchpad_desc();
       // When the preferred layout is the given one (matmul with b [K, N]), "packing" would be a
       // plain copy: read the weight in place instead.
       // (A kernel with the bf16 primitive below never runs this one: its weight is not packed.)
@@ -112,7 +115,13 @@ public:
       if (packed_ && pd.weights_desc() != plainWMd && !bf16Primitive) {
         packedW_ = memory(pd.weights_desc(), ctx_->engine);
         plainW_ = memory(plainWMd, ctx_->engine, nullptr);
-        repack_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc()));
+        auto repackPd = dnnl::reorder::primitive_desc(ctx_->engine, plainWMd, ctx_->engine, pd.weights_desc(),
+                                                      dnnlUserScratchpad());
+        repack_ = dnnl::reorder(repackPd);
+        if (size_t bytes = repackPd.scratchpad_desc().get_size()) {
+          repackScratchpadMd_ = repackPd.scratchpad_desc();
+          repackScratchpad_ = Tensor::largeBuffer(DType::Bool, {int64_t(bytes)});
+        }
         repacks_ = true;
       }
       avx512Panels_ = attention::cpuHasAvx512();
@@ -127,7 +136,7 @@ public:
                                 : dnnl::matmul::desc(srcBf16, wBf16, dstMd);
         auto pdBf16 = dnnl::matmul::primitive_desc(descBf16, attr, ctx_->engine);
         primBf16_ = dnnl::matmul(pdBf16);
-        wMemBf16_ = memory(wBf16, ctx_->engine, nullptr);
+        scratchpadBf16_ = pdBf16.scratchpad_desc();
         manyRowsBf16_ = true;
       }
     } catch (const dnnl::error &e) {
@@ -136,11 +145,17 @@ public:
     return Status::OK();
   }
 
+  // The primitives' scratchpads (user-managed: see CpuDevice).
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &, int) const override {
+    return std::max(scratchpad_.get_size(), manyRowsBf16_ ? scratchpadBf16_.get_size() : size_t(0));
+  }
+
   Status prepareWeights(const KernelArgs &a) override {
     if (!a.inputs[1].data) return Status::OK();
     try {
       // The bf16 primitive's weight copy is made on first use instead (shared, and a training
       // step refreshes the weights of every entry, most of which the next step does not run).
+      std::lock_guard<std::mutex> lock(derivedMutex_);
       if (repacks_) repack(a.inputs[1].data, a.weightsVersion);
     } catch (const dnnl::error &e) {
       return dnnlError("weight reorder", e);
@@ -148,7 +163,7 @@ public:
     return Status::OK();
   }
 
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     Status s = runProduct(a);
     // tfm.matmul {log_softmax}: the rows normalised in place after the product (a separate
     // tfm.log_softmax read them back and wrote a second buffer).
@@ -158,7 +173,7 @@ public:
   }
 
 private:
-  Status runProduct(const KernelArgs &a) {
+  Status runProduct(const KernelArgs &a) const {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1], &C = a.outputs[0];
     // Rows from the result: with K = 0 the input has no elements but the result has rows.
     const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
@@ -176,7 +191,7 @@ private:
     if (manyRowsBf16_) {
       try {
         runManyRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].data : nullptr, residual, C.as<float>(), m, k, n,
-                        a.weightsVersion);
+                        a.weightsVersion, a.scratch);
       } catch (const dnnl::error &e) {
         return dnnlError(linear_ ? "bf16 linear" : "bf16 matmul", e);
       }
@@ -189,26 +204,28 @@ private:
     }
     try {
       // Normally packed by prepareWeights; this covers weights swapped without it.
-      if (repacks_ && (packedVersion_ != a.weightsVersion || packedFrom_ != B.data)) repack(B.data, a.weightsVersion);
-      if (m != m_ || k != k_ || n != n_) {  // new run-time dims: new memory objects, same primitive
-        srcMem_ = memory({{m, k}, kF32, tag::ab}, ctx_->engine, nullptr);
-        dstMem_ = memory({{m, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-        wMem_ = repacks_ ? packedW_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, nullptr);
-        args_ = {{DNNL_ARG_SRC, srcMem_.get()}, {DNNL_ARG_WEIGHTS, wMem_.get()}, {DNNL_ARG_DST, dstMem_.get()}};
-        if (linear_) {
-          biasMem_ = memory({{1, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-          args_.push_back({DNNL_ARG_BIAS, biasMem_.get()});
-        }
-        m_ = m, k_ = k, n_ = n;
+      if (repacks_) {
+        std::lock_guard<std::mutex> lock(derivedMutex_);
+        if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) repack(B.data, a.weightsVersion);
       }
-      srcMem_.set_data_handle(A.data);
-      dstMem_.set_data_handle(C.data);
-      if (!repacks_) wMem_.set_data_handle(B.data);
-      if (linear_) biasMem_.set_data_handle(a.inputs[2].data);
+      // Memory objects per call (sessions on several threads may run this kernel at once; a
+      // handful of microseconds next to a product of this size).
+      memory srcMem({{m, k}, kF32, tag::ab}, ctx_->engine, A.data);
+      memory dstMem({{m, n}, kF32, tag::ab}, ctx_->engine, C.data);
+      memory wMem = repacks_ ? packedW_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, B.data);
+      memory biasMem, scratchpadMem;
+      std::vector<dnnl_exec_arg_t> args = {
+          {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
+      if (linear_) {
+        biasMem = memory({{1, n}, kF32, tag::ab}, ctx_->engine, a.inputs[2].data);
+        args.push_back({DNNL_ARG_BIAS, biasMem.get()});
+      }
+      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
       // The sum post-op accumulates onto the output: start it from the residual.
       if (residual && act_ == Activation::None) fast::copy(residual, C.data, size_t(m * n) * sizeof(float));
-      dnnlExecute(prim_, ctx_->stream, args_);
-      ctx_->stream.wait();
+      dnnl::stream stream = dnnlStream(*ctx_);
+      dnnlExecute(prim_, stream, args);
+      stream.wait();
     } catch (const dnnl::error &e) {
       return dnnlError(linear_ ? "linear" : "matmul", e);
     }
@@ -216,52 +233,61 @@ private:
     return Status::OK();
   }
 
-  void repack(const void *plain, uint64_t version) {
+  // Under derivedMutex_.
+  void repack(const void *plain, uint64_t version) const {
     plainW_.set_data_handle(const_cast<void *>(plain));
-    repack_.execute(ctx_->stream, plainW_, packedW_);
-    ctx_->stream.wait();
+    std::unordered_map<int, memory> args = {{DNNL_ARG_FROM, plainW_}, {DNNL_ARG_TO, packedW_}};
+    if (repackScratchpad_.rawData())
+      args[DNNL_ARG_SCRATCHPAD] = memory(repackScratchpadMd_, ctx_->engine, const_cast<void *>(repackScratchpad_.rawData()));
+    dnnl::stream stream = dnnlStream(*ctx_);
+    repack_.execute(stream, args);
+    stream.wait();
     packedVersion_ = version;
     packedFrom_ = plain;
   }
 
   void runManyRowsBf16(const float *x, const float *w, const void *bias, const float *residual, float *y, int64_t m,
-                       int64_t k, int64_t n, uint64_t version) {
-    wMemBf16_.set_data_handle(const_cast<uint16_t *>(ctx_->bf16Weights.get(w, k * n, version)));
+                       int64_t k, int64_t n, uint64_t version, void *scratch) const {
+    const uint16_t *wBf16 = ctx_->bf16Weights.get(w, k * n, version);
     const int64_t kp = gemm::pairCount(k);
-    xPairs_.resize(size_t(m * kp));
-    uint32_t *pairs = xPairs_.data();
+    thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
+    pairsOfThread.resize(size_t(m * kp));
+    uint32_t *pairs = pairsOfThread.data();
     const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(k, 1));
 #pragma omp parallel for schedule(static) if (m * k >= (int64_t(1) << 16))
     for (int64_t r = 0; r < m; r += chunk)
       gemm::toBf16PairsAvx512Bf16(x + r * k, std::min(chunk, m - r), k, pairs + r * kp);
-    if (m != mBf16_) {
-      srcMemBf16_ = memory({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, nullptr);
-      dstMemBf16_ = memory({{m, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-      argsBf16_ = {{DNNL_ARG_SRC, srcMemBf16_.get()}, {DNNL_ARG_WEIGHTS, wMemBf16_.get()}, {DNNL_ARG_DST, dstMemBf16_.get()}};
-      if (linear_) {
-        biasMemBf16_ = memory({{1, n}, kF32, tag::ab}, ctx_->engine, nullptr);
-        argsBf16_.push_back({DNNL_ARG_BIAS, biasMemBf16_.get()});
-      }
-      mBf16_ = m;
+    memory srcMem({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, pairs);
+    memory dstMem({{m, n}, kF32, tag::ab}, ctx_->engine, y);
+    memory wMem({{k, n}, kBf16, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, const_cast<uint16_t *>(wBf16));
+    memory biasMem, scratchpadMem;
+    std::vector<dnnl_exec_arg_t> args = {
+        {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
+    if (linear_) {
+      biasMem = memory({{1, n}, kF32, tag::ab}, ctx_->engine, const_cast<void *>(bias));
+      args.push_back({DNNL_ARG_BIAS, biasMem.get()});
     }
-    srcMemBf16_.set_data_handle(pairs);
-    dstMemBf16_.set_data_handle(y);
-    if (linear_) biasMemBf16_.set_data_handle(const_cast<void *>(bias));
+    addScratchpadArg(scratchpadBf16_, ctx_->engine, scratch, scratchpadMem, args);
     if (residual && act_ == Activation::None && residual != y) fast::copy(residual, y, size_t(m * n) * sizeof(float));
-    dnnlExecute(primBf16_, ctx_->stream, argsBf16_);
-    ctx_->stream.wait();
+    dnnl::stream stream = dnnlStream(*ctx_);
+    dnnlExecute(primBf16_, stream, args);
+    stream.wait();
     if (residual && act_ != Activation::None) fast::add(y, residual, y, m * n);
   }
 
   void runFewRows(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
-                  int64_t k, int64_t n, uint64_t version) {
-    if (!panels_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
-      // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
-      const int64_t width = avx512Panels_ ? gemm::kPanelCols : gemm::kAvx2PanelCols;
-      if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n, width)});
-      gemm::packPanels(w, k, n, transposeB_, panels_.data<float>(), width);
-      panelsVersion_ = version;
-      panelsFrom_ = w;
+                  int64_t k, int64_t n, uint64_t version) const {
+    {
+      // Packed on the first call of a weights version; concurrent first calls wait for one packing.
+      std::lock_guard<std::mutex> lock(derivedMutex_);
+      if (!panels_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
+        // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
+        const int64_t width = avx512Panels_ ? gemm::kPanelCols : gemm::kAvx2PanelCols;
+        if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n, width)});
+        gemm::packPanels(w, k, n, transposeB_, panels_.data<float>(), width);
+        panelsVersion_ = version;
+        panelsFrom_ = w;
+      }
     }
     gemm::Epilogue e;
     e.bias = bias;
@@ -284,21 +310,25 @@ private:
 
   // bf16 operands: the weight packed as bf16 pairs once per weights version, x rounded per call.
   void runFewRowsBf16(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
-                      int64_t k, int64_t n, uint64_t version) {
-    if (!panelsBf16_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
-      if (!panelsBf16_.rawData()) panelsBf16_ = Tensor::largeBuffer(DType::BF16, {gemm::packedBf16Elements(k, n)});
-      gemm::packPanelsBf16(w, k, n, transposeB_, panelsBf16_.data<uint16_t>());
-      panelsVersion_ = version;
-      panelsFrom_ = w;
+                      int64_t k, int64_t n, uint64_t version) const {
+    {
+      std::lock_guard<std::mutex> lock(derivedMutex_);
+      if (!panelsBf16_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
+        if (!panelsBf16_.rawData()) panelsBf16_ = Tensor::largeBuffer(DType::BF16, {gemm::packedBf16Elements(k, n)});
+        gemm::packPanelsBf16(w, k, n, transposeB_, panelsBf16_.data<uint16_t>());
+        panelsVersion_ = version;
+        panelsFrom_ = w;
+      }
     }
-    xPairs_.resize(size_t(m * gemm::pairCount(k)));
-    gemm::toBf16PairsAvx512Bf16(x, m, k, xPairs_.data());
+    thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
+    pairsOfThread.resize(size_t(m * gemm::pairCount(k)));
+    gemm::toBf16PairsAvx512Bf16(x, m, k, pairsOfThread.data());
     gemm::Epilogue e;
     e.bias = bias;
     e.residual = residual;
     e.relu = act_ == Activation::Relu;
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
-    const uint32_t *pairs = xPairs_.data();
+    const uint32_t *pairs = pairsOfThread.data();
     forPanelRanges(m, k, n,
                    [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
   }
@@ -321,34 +351,32 @@ private:
   Activation act_ = Activation::None;
   bool hasResidual_ = false;
   dnnl::matmul prim_;
+  memory::desc scratchpad_;  // prim_'s (user-managed)
+  // Weights derived on demand (packed copies), re-derived per weights version under
+  // derivedMutex_: the first calls of a version may come from several sessions at once, and
+  // every later call only reads them.
+  mutable std::mutex derivedMutex_;
   // Packed weights and where/when they were packed from (repacks_ only).
   bool repacks_ = false;
-  memory packedW_, plainW_;
+  mutable memory packedW_, plainW_;
   dnnl::reorder repack_;
-  uint64_t packedVersion_ = ~uint64_t(0);
-  const void *packedFrom_ = nullptr;
+  memory::desc repackScratchpadMd_;
+  Tensor repackScratchpad_;  // used under derivedMutex_
+  mutable uint64_t packedVersion_ = ~uint64_t(0);
+  mutable const void *packedFrom_ = nullptr;
   // The few-rows paths' packed copies, made from the plain weight (same rules as packedW_): f32
-  // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields), and
-  // the bf16 path's per-call x pairs.
+  // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields).
   bool fewRows_ = false, fewRowsBf16_ = false;
   int64_t fewRowsMax_ = kFewRowsMax;  // f32 panel GEMM up to this many rows
   bool avx512Panels_ = false;  // else the AVX2 body (same bits)
-  Tensor panels_, panelsBf16_;
-  std::vector<uint32_t> xPairs_;
-  uint64_t panelsVersion_ = ~uint64_t(0);
-  const void *panelsFrom_ = nullptr;
-  // The bf16 primitive for more rows than the panel paths take (AVX512-BF16 CPUs only), its
-  // bf16 weight (the shared copy's memory object), and memory objects for the last M.
+  mutable Tensor panels_, panelsBf16_;
+  mutable uint64_t panelsVersion_ = ~uint64_t(0);
+  mutable const void *panelsFrom_ = nullptr;
+  // The bf16 primitive for more rows than the panel paths take (AVX512-BF16 CPUs only), reading
+  // the Model's shared bf16 copy of the weight.
   bool manyRowsBf16_ = false;
   dnnl::matmul primBf16_;
-  memory wMemBf16_;
-  int64_t mBf16_ = -1;
-  memory srcMemBf16_, dstMemBf16_, biasMemBf16_;
-  std::vector<dnnl_exec_arg_t> argsBf16_;
-  // Memory objects for the last run-time dims seen; only their data handles change per call.
-  int64_t m_ = -1, k_ = -1, n_ = -1;
-  memory srcMem_, dstMem_, wMem_, biasMem_;
-  std::vector<dnnl_exec_arg_t> args_;
+  memory::desc scratchpadBf16_;
 };
 
 template <bool Linear, bool Packed, bool Bf16 = false>

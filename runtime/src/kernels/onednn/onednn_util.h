@@ -21,15 +21,38 @@ constexpr dnnl::memory::data_type kF32 = dnnl::memory::data_type::f32;
 constexpr dnnl::memory::data_type kBf16 = dnnl::memory::data_type::bf16;
 }  // namespace dnnl_names
 
-// One CPU engine + stream, shared by all kernels of a Model, and the bf16 weight copies its bf16
-// GEMMs share (calls of a Model take turns, so the copies need no lock).
+// One CPU engine, shared by all kernels of a Model, and the bf16 weight copies its bf16 GEMMs
+// share. Sessions on several threads run kernels at once, so a oneDNN kernel executes its
+// primitives on a stream of its own call (dnnlStream) with user-managed scratchpads
+// (dnnlUserScratchpad): oneDNN's library scratchpad is one buffer per creating thread, which two
+// primitives running at once on other threads would share.
 class CpuDevice : public Device {
 public:
   const char *name() const override { return "cpu"; }
   dnnl::engine engine;
-  dnnl::stream stream;
   gemm::Bf16WeightCopies bf16Weights;
 };
+
+// A stream for one call (a CPU stream is a small handle: creating one is cheap next to a GEMM).
+inline dnnl::stream dnnlStream(const CpuDevice &device) { return dnnl::stream(device.engine); }
+
+// Primitive attributes with the scratchpad provided by the caller: the kernel asks for
+// scratchpad_desc().get_size() in scratchBytes() and passes the plan's scratch at run.
+inline dnnl::primitive_attr dnnlUserScratchpad(dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Appends the DNNL_ARG_SCRATCHPAD argument (when the primitive needs one) over the call's
+// scratch; `holder` keeps the memory object alive for the call.
+inline void addScratchpadArg(const dnnl::memory::desc &md, const dnnl::engine &engine, void *scratch,
+                             dnnl::memory &holder, std::vector<dnnl_exec_arg_t> &args) {
+  if (md.get_size() == 0) return;
+  // (Scratch is planned for every run-time node; a node evaluated when weights are set has none.)
+  if (!scratch) throw dnnl::error(dnnl_invalid_arguments, "no scratch was planned for the primitive's scratchpad");
+  holder = dnnl::memory(md, engine, scratch);
+  args.push_back({DNNL_ARG_SCRATCHPAD, holder.get()});
+}
 
 // The device a oneDNN kernel was prepared with; null when the Model has no CPU device.
 inline CpuDevice *cpuDevice(Device *device) { return dynamic_cast<CpuDevice *>(device); }

@@ -2,12 +2,14 @@
 //
 // oneDNN softmax has no run-time dims, so primitives are created lazily per distinct (rows, n) and
 // kept in a small LRU cache: a shape already seen never re-creates its primitive (creation costs
-// ~0.3 ms). oneDNN turns an all -inf row (every key masked) into NaN; our semantics require zeros,
+// ~0.3 ms). The cache is shared by the sessions running the kernel (under a lock); the memory
+// objects are made per call. oneDNN turns an all -inf row (every key masked) into NaN; our semantics require zeros,
 // so such rows are rewritten after the primitive runs. The check costs one compare per row unless
 // the row's first element is -inf.
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "kernels/onednn/onednn_util.h"
@@ -25,8 +27,9 @@ struct SoftmaxPlan {
   int64_t rows = 0, n = 0;
   uint64_t lastUse = 0;
   dnnl::softmax_forward prim;
-  memory src, dst;
-  std::vector<dnnl_exec_arg_t> args;
+  memory::desc md, scratchpad;
+  Tensor scratchpadMemory;  // user-managed (see CpuDevice); one call at a time per plan
+  std::mutex running;
 };
 
 class DnnlSoftmaxKernel final : public Kernel {
@@ -39,18 +42,25 @@ public:
     return Status::OK();
   }
 
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &X = a.inputs[0], &Y = a.outputs[0];
     const int64_t n = X.dim(-1), rows = rowsOf(X);
     if (rows == 0 || n == 0) return Status::OK();
     try {
-      SoftmaxPlan *plan = find(rows, n);
-      if (!plan) plan = create(rows, n);
-      plan->lastUse = ++clock_;
-      plan->src.set_data_handle(X.data);
-      plan->dst.set_data_handle(Y.data);
-      dnnlExecute(plan->prim, ctx_->stream, plan->args);
-      ctx_->stream.wait();
+      std::shared_ptr<SoftmaxPlan> plan;
+      {
+        std::lock_guard<std::mutex> lock(cacheMutex_);
+        plan = find(rows, n);
+        if (!plan) plan = create(rows, n);
+        plan->lastUse = ++clock_;
+      }
+      std::lock_guard<std::mutex> lock(plan->running);  // its scratchpad
+      memory src(plan->md, ctx_->engine, X.data), dst(plan->md, ctx_->engine, Y.data), scratchpad;
+      std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}};
+      addScratchpadArg(plan->scratchpad, ctx_->engine, plan->scratchpadMemory.rawData(), scratchpad, args);
+      dnnl::stream stream = dnnlStream(*ctx_);
+      dnnlExecute(plan->prim, stream, args);
+      stream.wait();
     } catch (const dnnl::error &e) {
       return dnnlError("softmax", e);
     }
@@ -59,30 +69,32 @@ public:
   }
 
 private:
-  SoftmaxPlan *find(int64_t rows, int64_t n) {
+  // Under cacheMutex_.
+  std::shared_ptr<SoftmaxPlan> find(int64_t rows, int64_t n) const {
     for (auto &p : plans_)
-      if (p.rows == rows && p.n == n) return &p;
+      if (p->rows == rows && p->n == n) return p;
     return nullptr;
   }
 
-  SoftmaxPlan *create(int64_t rows, int64_t n) {
+  // Under cacheMutex_. An evicted plan lives on while a call still holds it.
+  std::shared_ptr<SoftmaxPlan> create(int64_t rows, int64_t n) const {
     if (plans_.size() >= kMaxCachedShapes) {
       size_t oldest = 0;
       for (size_t i = 1; i < plans_.size(); ++i)
-        if (plans_[i].lastUse < plans_[oldest].lastUse) oldest = i;
+        if (plans_[i]->lastUse < plans_[oldest]->lastUse) oldest = i;
       plans_.erase(plans_.begin() + std::ptrdiff_t(oldest));
     }
-    SoftmaxPlan p;
-    p.rows = rows;
-    p.n = n;
-    memory::desc md({rows, n}, kF32, tag::ab);
-    p.prim = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), ctx_->engine));
-    p.src = memory(md, ctx_->engine, nullptr);
-    p.dst = memory(md, ctx_->engine, nullptr);
-    p.args = {{DNNL_ARG_SRC, p.src.get()}, {DNNL_ARG_DST, p.dst.get()}};
-    plans_.push_back(std::move(p));
-    return &plans_.back();
+    auto p = std::make_shared<SoftmaxPlan>();
+    p->rows = rows;
+    p->n = n;
+    p->md = memory::desc({rows, n}, kF32, tag::ab);
+    auto pd = dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->md, 1), dnnlUserScratchpad(), ctx_->engine);
+    p->prim = dnnl::softmax_forward(pd);
+    p->scratchpad = pd.scratchpad_desc();
+    if (size_t bytes = p->scratchpad.get_size()) p->scratchpadMemory = Tensor::largeBuffer(DType::Bool, {int64_t(bytes)});
+    plans_.push_back(p);
+    return p;
   }
 
   static void zeroFullyMaskedRows(const float *x, float *y, int64_t rows, int64_t n) {
@@ -97,8 +109,9 @@ private:
   }
 
   CpuDevice *ctx_ = nullptr;
-  std::vector<SoftmaxPlan> plans_;
-  uint64_t clock_ = 0;
+  mutable std::mutex cacheMutex_;
+  mutable std::vector<std::shared_ptr<SoftmaxPlan>> plans_;
+  mutable uint64_t clock_ = 0;
 };
 
 }  // namespace

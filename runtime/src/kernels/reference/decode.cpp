@@ -19,24 +19,22 @@ public:
   size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
     return decode::ReorderPlan::scratchBytes(in);
   }
-  Status run(const KernelArgs &a) override {
-    TFMRT_RETURN_IF_ERROR(plan_.begin(a));
-    for (int64_t p0 = 0; p0 < plan_.longest; p0 += decode::ReorderPlan::kBlock) {
-      const int64_t n = std::min(decode::ReorderPlan::kBlock, plan_.longest - p0);
-      for (size_t i = 0; i < plan_.saved.size(); ++i) plan_.save(i, p0, n);
-      for (size_t i = 0; i < plan_.moved.size(); ++i) plan_.copy(i, p0, n);
+  Status run(const KernelArgs &a) const override {
+    decode::ReorderPlan plan;
+    TFMRT_RETURN_IF_ERROR(plan.begin(a));
+    for (int64_t p0 = 0; p0 < plan.longest; p0 += decode::ReorderPlan::kBlock) {
+      const int64_t n = std::min(decode::ReorderPlan::kBlock, plan.longest - p0);
+      for (size_t i = 0; i < plan.saved.size(); ++i) plan.save(i, p0, n);
+      for (size_t i = 0; i < plan.moved.size(); ++i) plan.copy(i, p0, n);
     }
     return Status::OK();
   }
-
-private:
-  decode::ReorderPlan plan_;
 };
 
 class CacheWriteKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.cache_write"; }
-  Status run(const KernelArgs &a) override {  // one row after another
+  Status run(const KernelArgs &a) const override {  // one row after another
     return decode::writeCacheRows(a, offset_, std::numeric_limits<int64_t>::max());
   }
   Status prepare(const KernelPrepareInfo &info) override {
@@ -51,7 +49,7 @@ private:
 class AddPositionAtKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.add_position_at"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t B = a.inputs[0].dim(0), D = a.inputs[0].dim(2);
     decode::Steps steps;
     TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[2], B, a.inputs[1].dim(0), "the rows of the position table", steps));
@@ -72,30 +70,30 @@ public:
     attrs_.read(*info.node, false);
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t Tc = a.inputs[1].dim(1), D = a.inputs[1].dim(2), dk = attrs_.headDim;
     decode::Steps steps;
     TFMRT_RETURN_IF_ERROR(decode::readSteps(a.inputs[3], R, Tc, "the cache length", steps));
-    scores_.resize(size_t(Tc));
-    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, Tc, D, dk, steps);
-    return run<float>(a, R, Wq, Tc, D, dk, steps);
+    std::vector<float> scores(static_cast<size_t>(Tc));
+    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, Tc, D, dk, steps, scores.data());
+    return run<float>(a, R, Wq, Tc, D, dk, steps, scores.data());
   }
 
 private:
   template <typename KV>
-  Status run(const KernelArgs &a, int64_t R, int64_t Wq, int64_t Tc, int64_t D, int64_t dk, const decode::Steps &steps) {
+  Status run(const KernelArgs &a, int64_t R, int64_t Wq, int64_t Tc, int64_t D, int64_t dk, const decode::Steps &steps,
+             float *scores) const {
     for (int64_t r = 0; r < R; ++r)
       for (int64_t h = 0; h < attrs_.heads; ++h)
         decode::attendReference(a.inputs[0].as<float>() + r * Wq + attrs_.qOffset + h * dk,
                                 a.inputs[1].as<KV>() + r * Tc * D + h * dk, D,
                                 a.inputs[2].as<KV>() + r * Tc * D + h * dk, D, nullptr, steps.at(r) + 1, dk,
-                                attrs_.scale, scores_.data(), a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
+                                attrs_.scale, scores, a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
     return Status::OK();
   }
 
   decode::StepAttentionAttrs attrs_;
-  std::vector<float> scores_;
 };
 
 class GatheredAttentionKernel final : public Kernel {
@@ -105,42 +103,41 @@ public:
     attrs_.read(*info.node, true);
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
     const int64_t N = a.inputs[1].dim(0), S = a.inputs[1].dim(1), Wk = a.inputs[1].dim(2), Wv = a.inputs[2].dim(2);
     const int64_t dk = attrs_.headDim;
     TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[4], N, "rows"));
     const int32_t *rows = a.inputs[4].as<int32_t>();
     const uint8_t *keep = a.inputs[3].as<uint8_t>();
-    scores_.resize(size_t(S));
-    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, S, Wk, Wv, dk, rows, keep);
-    return run<float>(a, R, Wq, S, Wk, Wv, dk, rows, keep);
+    std::vector<float> scores(static_cast<size_t>(S));
+    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a, R, Wq, S, Wk, Wv, dk, rows, keep, scores.data());
+    return run<float>(a, R, Wq, S, Wk, Wv, dk, rows, keep, scores.data());
   }
 
 private:
   template <typename KV>
   Status run(const KernelArgs &a, int64_t R, int64_t Wq, int64_t S, int64_t Wk, int64_t Wv, int64_t dk,
-             const int32_t *rows, const uint8_t *keep) {
+             const int32_t *rows, const uint8_t *keep, float *scores) const {
     for (int64_t r = 0; r < R; ++r) {
       const int64_t n = rows[r];
       for (int64_t h = 0; h < attrs_.heads; ++h)
         decode::attendReference(a.inputs[0].as<float>() + r * Wq + attrs_.qOffset + h * dk,
                                 a.inputs[1].as<KV>() + n * S * Wk + attrs_.kOffset + h * dk, Wk,
                                 a.inputs[2].as<KV>() + n * S * Wv + attrs_.vOffset + h * dk, Wv, keep + n * S, S,
-                                dk, attrs_.scale, scores_.data(), a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
+                                dk, attrs_.scale, scores, a.outputs[0].as<float>() + r * attrs_.heads * dk + h * dk);
     }
     return Status::OK();
   }
 
   decode::StepAttentionAttrs attrs_;
-  std::vector<float> scores_;
 };
 
 // f32 -> bf16 (nearest even), one element after another.
 class ToBf16Kernel final : public Kernel {
 public:
   const char *name() const override { return "reference.to_bf16"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     uint16_t *y = a.outputs[0].as<uint16_t>();
     for (int64_t i = 0, n = a.inputs[0].numel(); i < n; ++i) y[i] = floatToBf16(x[i]);

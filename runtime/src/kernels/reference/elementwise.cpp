@@ -18,7 +18,7 @@ public:
     factor_ = float(attrFloat(*info.node, "factor"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].numel();
@@ -34,7 +34,7 @@ private:
 class ReluKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.relu"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].numel();
@@ -47,7 +47,7 @@ public:
 class GeluKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.gelu"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].numel();
@@ -61,7 +61,7 @@ public:
 class AddKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.add"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const float *z = a.inputs[1].as<float>();
     float *y = a.outputs[0].as<float>();
@@ -75,7 +75,7 @@ public:
 class BiasAddKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.bias_add"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const float *bias = a.inputs[1].as<float>();
     float *y = a.outputs[0].as<float>();
@@ -92,7 +92,7 @@ public:
 class DropoutKernel final : public dropout::KernelBase {
 public:
   const char *name() const override { return "reference.dropout"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t n = a.inputs[0].numel();
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();

@@ -11,7 +11,7 @@ namespace {
 class EmbeddingKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.embedding"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *table = a.inputs[0].as<float>();
     const int32_t *ids = a.inputs[1].as<int32_t>();
     float *y = a.outputs[0].as<float>();
@@ -30,7 +30,7 @@ public:
 class AddPositionsKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.add_positions"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const float *table = a.inputs[1].as<float>();
     float *y = a.outputs[0].as<float>();

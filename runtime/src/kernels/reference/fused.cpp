@@ -25,7 +25,7 @@ public:
     act_ = parseActivation(*info.node);
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &X = a.inputs[0], &W = a.inputs[1];
     const float *x = X.as<float>(), *w = W.as<float>(), *bias = a.inputs[2].as<float>();
     const float *residual = a.numInputs == 4 ? a.inputs[3].as<float>() : nullptr;
@@ -53,7 +53,7 @@ private:
 class ConcatKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.concat"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     uint8_t *y = static_cast<uint8_t *>(a.outputs[0].data);
     for (size_t i = 0; i < a.numInputs; ++i) {
       const size_t bytes = size_t(a.inputs[i].numel()) * sizeof(float);
@@ -71,7 +71,7 @@ public:
     offset_ = attrInt(*info.node, "offset");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t w = a.inputs[0].dim(-1), size = a.outputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -87,7 +87,7 @@ private:
 class LastPositionKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.last_position"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t B = a.inputs[0].dim(0), T = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();

@@ -17,7 +17,7 @@ namespace {
 class WeightGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.weight_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *dy = a.inputs[0].as<float>(), *x = a.inputs[1].as<float>();
     const int64_t N = a.inputs[0].dim(-1), K = a.inputs[1].dim(-1), rows = a.inputs[0].numel() / (N ? N : 1);
     float *dw = a.outputs[0].as<float>();
@@ -44,7 +44,7 @@ void columnSums(const float *dy, int64_t rows, int64_t n, float *out) {
 class BiasGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.bias_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int64_t n = a.inputs[0].dim(-1);
     columnSums(a.inputs[0].as<float>(), rowsOf(a.inputs[0]), n, a.outputs[0].as<float>());
     return Status::OK();
@@ -54,7 +54,7 @@ public:
 class ReluGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.relu_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     float *dx = a.outputs[0].as<float>();
     for (int64_t i = 0, n = a.inputs[0].numel(); i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
@@ -66,7 +66,7 @@ public:
 class GeluGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.gelu_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     float *dx = a.outputs[0].as<float>();
     const double invSqrt2 = 1.0 / std::sqrt(2.0), invSqrt2Pi = 1.0 / std::sqrt(2.0 * M_PI);
@@ -82,7 +82,7 @@ public:
 class SoftmaxGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.softmax_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *y = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     float *dx = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -115,7 +115,7 @@ public:
     epsilon_ = attrFloat(*info.node, "epsilon");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *gamma = a.inputs[1].as<float>(), *dy = a.inputs[2].as<float>();
     float *dx = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -151,7 +151,7 @@ public:
     epsilon_ = attrFloat(*info.node, "epsilon");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>(), *dy = a.inputs[1].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
     std::vector<double> acc(size_t(n), 0.0);  // reference kernel: allocation is fine here
@@ -172,7 +172,7 @@ private:
 class EmbeddingGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.embedding_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const int32_t *ids = a.inputs[0].as<int32_t>();
     const float *dy = a.inputs[1].as<float>();
     const int64_t V = a.outputs[0].dim(0), D = a.outputs[0].dim(1), positions = a.inputs[0].numel();
@@ -192,7 +192,7 @@ public:
 class PositionsGradKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.positions_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *dy = a.inputs[0].as<float>();
     const int64_t B = a.inputs[0].dim(0), S = a.inputs[0].dim(1), D = a.inputs[0].dim(2);
     const int64_t L = a.outputs[0].dim(0);

@@ -10,7 +10,7 @@ namespace {
 class SplitHeadsKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.split_heads"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const TensorRef &o = a.outputs[0];  // [B, H, S, K]
@@ -27,7 +27,7 @@ public:
 class MergeHeadsKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.merge_heads"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const TensorRef &i = a.inputs[0];  // [B, H, S, K]

@@ -27,7 +27,7 @@ public:
     epsilon_ = attrFloat(*info.node, "epsilon");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const float *gamma = a.inputs[1].as<float>();
     const float *beta = a.inputs[2].as<float>();
@@ -49,7 +49,7 @@ public:
     epsilon_ = attrFloat(*info.node, "epsilon");
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const float *z = a.inputs[1].as<float>();
     const float *gamma = a.inputs[2].as<float>();

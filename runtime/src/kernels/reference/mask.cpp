@@ -15,7 +15,7 @@ public:
     padId_ = int32_t(attrInt(*info.node, "pad_id"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     // __restrict and a local pad id: a uint8_t store may alias anything, so without them GCC
     // reloaded both per element and kept the loop scalar (40 us per decode_step at 128 slots).
     const int32_t *__restrict ids = a.inputs[0].as<int32_t>();
@@ -37,7 +37,7 @@ public:
     causal_ = attrInt(*info.node, "causal") != 0;
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     const uint8_t *keep = a.inputs[1].as<uint8_t>();
     float *y = a.outputs[0].as<float>();

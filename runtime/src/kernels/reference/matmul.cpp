@@ -44,7 +44,7 @@ public:
     logSoftmax_ = attrInt(*info.node, "log_softmax") != 0;
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1];
     const int64_t k = A.dim(-1), n = transposeB_ ? B.dim(0) : B.dim(1);
     // Rows from the result: rowsOf(A) is 0 when K = 0, yet the [M, N] result must be zeros.
@@ -68,7 +68,7 @@ public:
     transposeA_ = attrInt(*info.node, "transpose_a") != 0;
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const TensorRef &A = a.inputs[0], &B = a.inputs[1];
     const int64_t m = transposeA_ ? A.dim(-1) : A.dim(-2), k = transposeA_ ? A.dim(-2) : A.dim(-1);
     const int64_t n = transposeB_ ? B.dim(-2) : B.dim(-1);

@@ -26,7 +26,7 @@ public:
     warmup_ = double(attrInt(*info.node, "warmup_steps"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     int32_t step;
     TFMRT_RETURN_IF_ERROR(readStep(a.inputs[0], step));
     const double s = step;
@@ -54,7 +54,7 @@ public:
         return invalidArgument(cat("tfm.adam_update's moments must be session state, got '", info.inputs[i]->name, "'"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     float *param = a.inputs[0].as<float>();
     const float *grad = a.inputs[1].as<float>();
     const float lr = a.inputs[2].as<float>()[0];
@@ -93,7 +93,7 @@ public:
       return invalidArgument(cat("tfm.grad_accumulate's accumulator must be session state, got '", info.inputs[0]->name, "'"));
     return Status::OK();
   }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     float *acc = a.outputs[0].as<float>();
     const float *grad = a.inputs[1].as<float>();
     const float weight = a.inputs[2].as<float>()[0];

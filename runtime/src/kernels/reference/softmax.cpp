@@ -11,7 +11,7 @@ namespace {
 class SoftmaxKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.softmax"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *x = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
     const int64_t n = a.inputs[0].dim(-1), rows = rowsOf(a.inputs[0]);
@@ -37,7 +37,7 @@ public:
 class LogSoftmaxKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.log_softmax"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     logSoftmaxRowsReference(a.inputs[0].as<float>(), rowsOf(a.inputs[0]), a.inputs[0].dim(-1), a.outputs[0].as<float>());
     return Status::OK();
   }

@@ -16,7 +16,7 @@ namespace {
 class XentKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "reference.label_smoothed_xent"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
     const int64_t V = a.inputs[0].dim(-1), positions = a.inputs[1].numel();
@@ -47,7 +47,7 @@ public:
 class XentGradKernel final : public xent::KernelBase {
 public:
   const char *name() const override { return "reference.label_smoothed_xent_grad"; }
-  Status run(const KernelArgs &a) override {
+  Status run(const KernelArgs &a) const override {
     const float *logits = a.inputs[0].as<float>();
     const int32_t *targets = a.inputs[1].as<int32_t>();
     float *dz = a.outputs[0].as<float>();
