@@ -4,16 +4,39 @@
 #   bash scripts/test.sh              the Release build in ./build (what CI runs)
 #   bash scripts/test.sh --sanitize   the same suite built with ASan + UBSan in ./build-asan
 #                                     (any memory error, leak or undefined behaviour fails it)
+#   bash scripts/test.sh --tsan       the runtime built with ThreadSanitizer in ./build-tsan and
+#                                     its test of sessions on several threads (tests/tsan/), on
+#                                     artifacts compiled by ./build's tfmc (built first if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SANITIZE=0
+TSAN=0
 for arg in "$@"; do
   case "$arg" in
     --sanitize) SANITIZE=1 ;;
-    *) echo "usage: scripts/test.sh [--sanitize]" >&2; exit 2 ;;
+    --tsan) TSAN=1 ;;
+    *) echo "usage: scripts/test.sh [--sanitize | --tsan]" >&2; exit 2 ;;
   esac
 done
 bash scripts/bootstrap.sh
+if [ "$TSAN" = 1 ]; then
+  [ -x build/bin/tfmc ] || bash scripts/build.sh
+  TSAN_DIR=${TFMC_BUILD_DIR:-build-tsan}
+  if [ ! -f "$TSAN_DIR/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFMC_TSAN=ON -DTFMC_BUILD_COMPILER=OFF \
+      -DTFMC_BUILD_TESTS=OFF -DTFMC_BUILD_BENCH=OFF
+  fi
+  cmake --build "$TSAN_DIR" -j "${TFMC_BUILD_JOBS:-2}" --target concurrent_sessions_tsan_test
+  mkdir -p "$TSAN_DIR/artifacts"
+  for variant in fused:--fusion=all unfused:--fusion=none bf16:--precision=bf16 int8:--precision=int8; do
+    build/bin/tfmc compile models/tiny-prenorm.yaml --entries=forward,translate "${variant#*:}" \
+      -o "$TSAN_DIR/artifacts/${variant%%:*}.tfmx" > /dev/null
+  done
+  # One OpenMP thread per session: TSan does not see libgomp's barriers (teams would be reported).
+  OMP_NUM_THREADS=1 TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 exitcode=66}" \
+    TFMC_TSAN_ARTIFACTS="$TSAN_DIR/artifacts" "$TSAN_DIR/tests/tsan/concurrent_sessions_tsan_test"
+  exit 0
+fi
 if [ "$SANITIZE" = 1 ]; then
   export TFMC_BUILD_DIR=${TFMC_BUILD_DIR:-build-asan}
   CONFIGURE=(-DTFMC_SANITIZE=ON -DTFMC_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo)

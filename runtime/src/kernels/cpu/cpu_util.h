@@ -17,7 +17,9 @@
 #include "kernels/kernel_util.h"
 #include "tfmrt/fast_math.h"
 
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
+// (Not under ThreadSanitizer: the clones' ifunc resolvers run at relocation, before its runtime is
+// up, and crash the process.)
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(__SANITIZE_THREAD__)
 #define TFMRT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TFMRT_SIMD_CLONES
