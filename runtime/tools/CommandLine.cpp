@@ -150,7 +150,10 @@ std::vector<CommandSpec> commandSpecs() {
         {"temperature", Kind::Number, "sampling temperature"},
         {"seed", Kind::Int, "sampling seed"},
         {"kernels", Kind::Text, "dnnl (default) or reference"},
-        {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024)"},
+        {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024); with --workers, per worker"},
+        {"workers", Kind::Int,
+         "translators on their own threads, each taking a share of the sentences (default 1; its --threads "
+         "default to the cores / N)"},
         {"profile", Kind::Flag, "print time per kernel"}}},
       {"inspect", "model", "compiled artifact (.tfmx)", "Validate an artifact and summarise it.", {}},
       {"average", "files", "the artifact, then the checkpoints to average",

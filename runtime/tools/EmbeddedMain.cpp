@@ -45,7 +45,7 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
                "--batch N, --max-batch-tokens N, --output file, --output-format text|pieces|ids,\n"
                "--reference file, --score-reference, --target-prefix file, --max-sentences N, --no-cache,\n"
                "--sample [--top-k K] [--top-p P] [--temperature T] [--seed N], --min-length N, --no-repeat-ngram-size N,\n"
-               "--max-length-ratio R, --max-length-offset N, --kernels=dnnl|reference, --threads N,\n"
+               "--max-length-ratio R, --max-length-offset N, --kernels=dnnl|reference, --threads N, --workers N,\n"
                "--profile.\n",
                argv0, model.c_str());
 }

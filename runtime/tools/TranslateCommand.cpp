@@ -1,6 +1,7 @@
 // `tfmc translate`: search (greedy, beam, sampling) over a compiled model's translation entries,
 // from a file, a Multi30k split or streaming standard input, with corpus BLEU against references.
 #include <errno.h>
+#include <omp.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -11,9 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <numeric>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "Commands.h"
@@ -58,9 +62,14 @@ struct InputNotes {
   }
 };
 
+constexpr int64_t kMaxWorkers = 256;
+
 struct Job {
   InputNotes notes;
-  tfmdata::Translator *translator = nullptr;
+  // One per --workers: each decodes its share of the sentences on its own thread, with its own
+  // sessions of the shared models.
+  std::vector<tfmdata::Translator *> translators;
+  const tfmdata::SearchOptions &search() const { return translators[0]->options(); }
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
   int nBest = 1;
@@ -96,6 +105,63 @@ std::string render(const Job &job, const std::vector<int32_t> &ids) {
   return "";
 }
 
+using Progress = std::function<void(size_t)>;
+
+// One worker's share of a call: sources, the tokens given (score()'s targets or the prefixes;
+// empty otherwise), sentence ids, and its results.
+struct Part {
+  std::vector<std::vector<int32_t>> in, forced;
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<tfmdata::Hypothesis>> out;
+};
+
+// Runs `call` on the sentences, split over job.translators: sentence i (the longest first) goes
+// to worker i mod N, so every worker gets a like mix of lengths. Each sentence's result depends
+// on that sentence only, so the outputs do not depend on N (tested). `report` gets the number
+// of sentences finished by all workers. With one worker it runs on this thread, unsplit.
+tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::vector<std::vector<int32_t>> &forced,
+                        std::vector<uint64_t> &ids, std::vector<std::vector<tfmdata::Hypothesis>> &out,
+                        const Progress &report,
+                        const std::function<tfmrt::Status(tfmdata::Translator &, Part &, const Progress &)> &call) {
+  const size_t workers = std::min(job.translators.size(), std::max<size_t>(in.size(), 1));
+  if (workers <= 1) {
+    Part whole;
+    whole.in = std::move(in);
+    whole.forced = std::move(forced);
+    whole.ids = std::move(ids);
+    tfmrt::Status s = call(*job.translators[0], whole, report);
+    out = std::move(whole.out);
+    return s;
+  }
+  std::vector<Part> parts(workers);
+  for (size_t i = 0; i < in.size(); ++i) {
+    Part &p = parts[i % workers];
+    p.in.push_back(std::move(in[i]));
+    if (!forced.empty()) p.forced.push_back(std::move(forced[i]));
+    p.ids.push_back(ids[i]);
+  }
+  std::vector<tfmrt::Status> status(workers);
+  std::vector<size_t> finished(workers, 0);
+  std::mutex progressMutex;
+  auto work = [&](size_t w) {
+    status[w] = call(*job.translators[w], parts[w], [&, w](size_t done) {
+      std::lock_guard<std::mutex> lock(progressMutex);
+      finished[w] = done;
+      size_t all = 0;
+      for (size_t f : finished) all += f;
+      if (report) report(all);
+    });
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (auto &t : threads) t.join();
+  for (const tfmrt::Status &s : status) TFMRT_RETURN_IF_ERROR(s);
+  out.assign(in.size(), {});
+  for (size_t i = 0; i < in.size(); ++i) out[i] = std::move(parts[i % workers].out[i / workers]);
+  return tfmrt::Status::OK();
+}
+
 // Translates `sources` (sentence ids first + i) in batches of similar length; per sentence, the
 // rendered lines (one, or nBest "index ||| text ||| score" lines) and the best hypothesis' text.
 // With `targets` (--score-reference) it scores them instead: per sentence, its log-probability.
@@ -106,7 +172,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
                            const std::vector<std::string> *prefixes = nullptr) {
   std::vector<std::vector<int32_t>> ids(sources.size()), targetIds(targets ? sources.size() : 0),
       prefixIds(prefixes ? sources.size() : 0);
-  const int64_t maxLen = job.translator->options().maxLen, maxSource = maxLen - 1;  // tokens before </s>
+  const int64_t maxLen = job.search().maxLen, maxSource = maxLen - 1;  // tokens before </s>
   // Line i of a source, prefix or reference file: invalid UTF-8 replaced (noted once), tokenized.
   auto encode = [&](std::string line, size_t i, std::vector<int32_t> &out) {
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
@@ -116,7 +182,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
     // The search's length limit for this sentence, against --min-length.
-    const tfmdata::SearchOptions &o = job.translator->options();
+    const tfmdata::SearchOptions &o = job.search();
     if (!targets && !prefixes && o.minLength > 0 && !ids[i].empty()) {
       if (o.minLength > tfmdata::outputLengthLimit(o, int64_t(ids[i].size())) && job.notes.belowMinLength++ == 0) {
         job.notes.firstBelowMinLength = int64_t(first + i) + 1;
@@ -163,9 +229,14 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     reported = done;
   };
   lines.assign(sources.size(), targets ? "nan" : "");
+  // Errors name a reference or prefix by its line (sentence id + 1).
+  TFMRT_RETURN_IF_ERROR(onWorkers(job, in, forced, sentenceIds, out, report,
+                                  [&](tfmdata::Translator &t, Part &p, const Progress &progressOf) {
+                                    if (targets) return t.score(p.in, p.forced, p.out, &p.ids, progressOf);
+                                    if (prefixes) return t.translateWithPrefixes(p.in, p.forced, p.out, &p.ids, progressOf);
+                                    return t.translate(p.in, p.out, &p.ids, progressOf);
+                                  }));
   if (targets) {
-    // Errors name a reference by its line (sentence id + 1).
-    TFMRT_RETURN_IF_ERROR(job.translator->score(in, forced, out, &sentenceIds, report));
     for (size_t i = 0; i < out.size(); ++i) {
       char score[32];
       std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);
@@ -176,9 +247,6 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     }
     return tfmrt::Status::OK();
   }
-  // Errors name a prefix by its line (sentence id + 1).
-  if (prefixes) TFMRT_RETURN_IF_ERROR(job.translator->translateWithPrefixes(in, forced, out, &sentenceIds, report));
-  else TFMRT_RETURN_IF_ERROR(job.translator->translate(in, out, &sentenceIds, report));
   if (best) best->assign(sources.size(), "");
   for (size_t i = 0; i < out.size(); ++i) {
     const size_t k = order[i];
@@ -275,7 +343,7 @@ int translateCommand(const CommandLine &cl) {
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
-                             "word-scores"});
+                             "word-scores", "workers"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -340,13 +408,14 @@ int translateCommand(const CommandLine &cl) {
   job.nBest = int(cl.getInt("n-best", 1));
   job.wordScores = cl.has("word-scores");
   job.nBestLines = job.nBest > 1 || job.wordScores;
-  const int64_t threads = cl.getInt("threads", 0);
+  const int64_t threads = cl.getInt("threads", 0), workers = cl.getInt("workers", 1);
   job.maxSentences = cl.getInt("max-sentences", 0);
   for (const auto &[flag, bad, rule] : {std::tuple<const char *, bool, const char *>{"batch", job.batch < 1, ">= 1"},
                                         {"n-best", job.nBest < 1, ">= 1"},
                                         {"max-batch-tokens", job.maxBatchTokens < 0, ">= 0 (0: no limit)"},
                                         {"max-sentences", job.maxSentences < 0, ">= 0 (0: all)"},
-                                        {"threads", threads < 0, ">= 0 (0: all cores)"}})
+                                        {"threads", threads < 0, ">= 0 (0: all cores)"},
+                                        {"workers", workers < 1 || workers > kMaxWorkers, "in [1, 256]"}})
     if (bad) {
       std::cerr << "tfmc translate: error: --" << flag << " must be " << rule << ", got " << cl.get(flag) << "\n";
       return 2;
@@ -380,7 +449,9 @@ int translateCommand(const CommandLine &cl) {
   }
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
-  options.num_threads = int(threads);
+  // --workers N without --threads: the cores shared out (OpenMP's default count, OMP_NUM_THREADS
+  // included, over N; at least one each).
+  options.num_threads = cl.has("threads") || workers == 1 ? int(threads) : std::max(1, omp_get_max_threads() / int(workers));
   options.profile = cl.has("profile");
   // One model per ensemble member (each with its own weights; an artifact given once is loaded
   // once per member). The first one's spec gives the search's defaults.
@@ -441,14 +512,22 @@ int translateCommand(const CommandLine &cl) {
   if (search.sample && !cl.has("beam")) search.beam = 1;
   if (!cl.has("batch")) job.batch = tfmdata::defaultSentencesInFlight(search.beam);
   search.maxSentences = job.batch;
-  std::unique_ptr<tfmdata::Translator> translator;
+  std::vector<std::unique_ptr<tfmdata::Translator>> translators(static_cast<size_t>(workers));
   std::vector<tfmrt::Model *> memberModels;
   for (auto &m : models) memberModels.push_back(m.get());
-  if (auto s = tfmdata::Translator::create(memberModels, ensembleWeights, search, translator); !s.ok()) {
-    std::cerr << "tfmc translate: error: " << s.message() << "\n";
-    return 2;
+  for (auto &translator : translators) {
+    if (auto s = tfmdata::Translator::create(memberModels, ensembleWeights, search, translator); !s.ok()) {
+      std::cerr << "tfmc translate: error: " << s.message() << "\n";
+      return 2;
+    }
+    job.translators.push_back(translator.get());
   }
-  job.translator = translator.get();
+  // Summed over the workers.
+  auto decodeSteps = [&] {
+    int64_t steps = 0;
+    for (const auto &t : translators) steps += t->decodeSteps();
+    return steps;
+  };
 
   std::unique_ptr<tfmdata::Tokenizer> tok;
   if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
@@ -563,27 +642,43 @@ int translateCommand(const CommandLine &cl) {
                  what.c_str(), sources.size() - size_t(job.notes.unscored), search.useCache ? "" : " (no cache)", (long long)job.batch,
                  (long long)job.outTokens, job.logProb, job.outTokens ? job.logProb / double(job.outTokens) : NAN,
                  job.outTokens ? std::exp(-job.logProb / double(job.outTokens)) : NAN, secs,
-                 double(job.outTokens) / secs, (long long)translator->decodeSteps(), loadAverage().c_str());
+                 double(job.outTokens) / secs, (long long)decodeSteps(), loadAverage().c_str());
   else
   std::fprintf(cl.has("data") ? stdout : stderr,
                "%s: %zu sentences, %s %d%s, batch %lld%s, %.2f s (%.1f sentences/s, %.0f output tokens/s, %lld decoder "
                "calls), load average %s\n",
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
                search.useCache ? "" : " (no cache)", (long long)job.batch,
-               cl.has("target-prefix") ? ", target prefixes" : "", secs, double(sources.size()) / secs, double(job.outTokens) / secs,
-               (long long)translator->decodeSteps(), loadAverage().c_str());
+               ((workers > 1 ? ", " + std::to_string(workers) + " workers x " + std::to_string(options.num_threads) +
+                                    (options.num_threads == 1 ? " thread" : " threads")
+                              : std::string()) +
+                (cl.has("target-prefix") ? ", target prefixes" : ""))
+                   .c_str(),
+               secs, double(sources.size()) / secs, double(job.outTokens) / secs,
+               (long long)decodeSteps(), loadAverage().c_str());
   if (options.profile) {
-    const auto &w = translator->work();
+    tfmdata::Translator::Work w;
+    for (const auto &t : translators) {
+      const tfmdata::Translator::Work &x = t->work();
+      w.encodedPositions += x.encodedPositions, w.rows += x.rows, w.decoderPositions += x.decoderPositions;
+      w.memoryPositions += x.memoryPositions;
+      w.admitSeconds += x.admitSeconds, w.stepSeconds += x.stepSeconds, w.searchSeconds += x.searchSeconds;
+    }
     std::printf("work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
                 "re-projected\n",
                 (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
                 (long long)w.memoryPositions);
-    std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
-                w.admitSeconds, w.stepSeconds, w.searchSeconds,
-                secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
+    if (workers == 1)
+      std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
+                  w.admitSeconds, w.stepSeconds, w.searchSeconds,
+                  secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
+    else
+      std::printf("time summed over the %lld workers: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, "
+                  "search %.3f s\n",
+                  (long long)workers, w.admitSeconds, w.stepSeconds, w.searchSeconds);
     for (size_t i = 0; i < members; ++i) {
       if (members > 1) std::printf("ensemble member %zu:\n", i + 1);
-      printProfile(*models[i], size_t(translator->decodeSteps()), "decoder call");
+      printProfile(*models[i], size_t(decodeSteps()), "decoder call");
     }
   }
   if (!references.empty() && !scoring) {
