@@ -32,6 +32,7 @@ if [ "$TSAN" = 1 ]; then
     build/bin/tfmc compile models/tiny-prenorm.yaml --entries=forward,translate "${variant#*:}" \
       -o "$TSAN_DIR/artifacts/${variant%%:*}.tfmx" > /dev/null
   done
+  build/bin/tfmc compile models/tiny-prenorm.yaml --entries=forward,train_step -o "$TSAN_DIR/artifacts/train.tfmx" > /dev/null
   # One OpenMP thread per session: TSan does not see libgomp's barriers (teams would be reported).
   OMP_NUM_THREADS=1 TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 exitcode=66}" \
     TFMC_TSAN_ARTIFACTS="$TSAN_DIR/artifacts" "$TSAN_DIR/tests/tsan/concurrent_sessions_tsan_test"

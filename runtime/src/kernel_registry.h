@@ -56,7 +56,8 @@ struct KernelArgs {
   // operands) re-derive them when it differs from what they saw last.
   uint64_t weightsVersion = 0;
   // Scratch memory for this call, 64-byte aligned, at least what scratchBytes() asked for at
-  // these shapes (shared by all nodes of the entry: contents do not survive the call).
+  // these shapes (shared by all nodes of the entry: contents do not survive the call). Null for
+  // nodes evaluated when weights are set (KernelPrepareInfo::knownBeforeRun operands only).
   void *scratch = nullptr;
   size_t scratchBytes = 0;
 };

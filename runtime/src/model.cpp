@@ -197,6 +197,7 @@ const RuntimeOptions &Model::options() const { return impl_->options; }
 Session &Model::defaultSession() { return *impl_->session; }
 
 std::vector<KernelProfile> Model::profile() const {
+  std::shared_lock<CallLock> lock(impl_->callMutex);  // profiled calls run alone
   std::vector<KernelProfile> out;
   for (const auto &[key, entry] : impl_->profile) {
     out.push_back(entry);
@@ -207,7 +208,10 @@ std::vector<KernelProfile> Model::profile() const {
   return out;
 }
 
-void Model::resetProfile() { impl_->profile.clear(); }
+void Model::resetProfile() {
+  std::lock_guard<CallLock> lock(impl_->callMutex);
+  impl_->profile.clear();
+}
 
 MemoryPlanSummary Model::lastMemoryPlan(const std::string &entry) const {
   return impl_->session->lastMemoryPlan(entry);
@@ -236,6 +240,7 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
 }
 
 Status Session::bindStates(const std::vector<int64_t> &dims) {
+  std::lock_guard<std::mutex> busy(impl_->busy);  // not during a call of this session
   const Artifact &a = impl_->model->artifact;
   std::vector<Shape> shapes(a.states.size());
   double totalBytes = 0;
@@ -309,6 +314,7 @@ void Session::Impl::zeroStaticStates() {
 }
 
 const Tensor *Session::state(const std::string &name) const {
+  std::lock_guard<std::mutex> busy(impl_->busy);  // not during a call of this session (it may allocate)
   const Artifact &a = impl_->model->artifact;
   for (size_t i = 0; i < a.states.size() && i < impl_->states.size(); ++i)
     if (a.states[i].name == name) {
@@ -329,6 +335,7 @@ Tensor *Session::mutableState(const std::string &name) {
 }
 
 int64_t Session::stateBytes() const {
+  std::lock_guard<std::mutex> busy(impl_->busy);
   int64_t n = 0;
   for (const Tensor &t : impl_->states)
     if (t.rawData()) n += int64_t(t.nbytes());  // not yet allocated: nothing
@@ -336,6 +343,7 @@ int64_t Session::stateBytes() const {
 }
 
 MemoryPlanSummary Session::lastMemoryPlan(const std::string &entry) const {
+  std::lock_guard<std::mutex> busy(impl_->busy);
   EntryState *state = impl_->model->findEntry(entry);
   return state ? impl_->runs[impl_->model->entryIndex(*state)].lastPlan : MemoryPlanSummary();
 }

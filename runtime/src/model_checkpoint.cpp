@@ -86,7 +86,11 @@ void trainingState(const Model::Impl &m, TensorRefList &out) {
 }  // namespace
 
 Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta) const {
+  // Alone: no training step may change what is being checksummed and written, and the default
+  // session's training state may be allocated here.
+  std::lock_guard<CallLock> lock(impl_->callMutex);
   if (!impl_->hasWeights) return invalidArgument("saveCheckpoint: weights are not set");
+  if (step < 0) return invalidArgument(cat("saveCheckpoint: the step must be >= 0, got ", step));  // loadCheckpoint refuses it
   try {
     const Artifact &a = impl_->artifact;
     TensorRefList refs;
@@ -173,13 +177,17 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
         return refuse(cat("optimizer state '", st->name, "' is ", dtypeName(it->second.first), shapeStr(*it->second.second),
                           ", expected ", dtypeName(st->dtype), shapeStr(st->shape)));
     }
+    std::vector<Tensor> fresh;
+    if (Status s = impl_->weightsInOrder(std::move(weights), fresh); !s.ok()) return refuse(s.message());
+    // Weights and training state change in one step: no call runs in between (a training step
+    // there would pair the new weights with the old moments).
+    std::lock_guard<CallLock> lock(impl_->callMutex);
     // The default session's training state tensors (allocated here); without withTrainingState
     // the file's are checked, not kept, and training state starts over with the weights.
     TensorRefList current;
     if (withTrainingState) trainingState(*impl_, current);
-    Status s = setWeights(std::move(weights), /*keepTrainingState=*/withTrainingState);
+    Status s = impl_->installWeightsLocked(std::move(fresh), /*resetTrainingState=*/!withTrainingState);
     if (!s.ok()) return refuse(s.message());
-    std::lock_guard<CallLock> lock(impl_->callMutex);  // no session runs while the moments change
     for (const auto &[name, t] : current)  // checked above: nothing can fail from here
       std::memcpy(const_cast<Tensor *>(t)->rawData(), state.at(name).rawData(), t->nbytes());
     step = parsed;

@@ -132,6 +132,9 @@ struct Model::Impl {
   // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
   // and lets kernels re-derive cached weights. On failure the previous weights are restored.
   Status installWeights(std::vector<Tensor> fresh, bool resetTrainingState = true);
+  Status installWeightsLocked(std::vector<Tensor> fresh, bool resetTrainingState);  // callMutex held exclusively
+  // `given` checked against the parameters (names, dtypes, shapes) and moved into their order.
+  Status weightsInOrder(std::map<std::string, Tensor> &&given, std::vector<Tensor> &out) const;
   Status evaluateWeightDerived();                    // every entry
   Status evaluateWeightDerived(EntryState &state);  // one entry, for the current weightsVersion
   // Memory of a value known before run() (parameter, constant, derived); null otherwise.

@@ -152,8 +152,8 @@ std::vector<CommandSpec> commandSpecs() {
         {"kernels", Kind::Text, "dnnl (default) or reference"},
         {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024); with --workers, per worker"},
         {"workers", Kind::Int,
-         "translators on their own threads, each taking a share of the sentences (default 1; its --threads "
-         "default to the cores / N)"},
+         "translators on their own threads, each taking a share of the sentences (default 1); --threads, --batch "
+         "and --max-batch-tokens then apply per worker (threads default to the cores / N)"},
         {"profile", Kind::Flag, "print time per kernel"}}},
       {"inspect", "model", "compiled artifact (.tfmx)", "Validate an artifact and summarise it.", {}},
       {"average", "files", "the artifact, then the checkpoints to average",

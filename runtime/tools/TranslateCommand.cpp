@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <condition_variable>
 #include <functional>
 #include <iostream>
 #include <mutex>
 #include <numeric>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -64,11 +66,79 @@ struct InputNotes {
 
 constexpr int64_t kMaxWorkers = 256;
 
+// The --workers threads, started once for the whole command: streamed input translates chunk by
+// chunk, and new threads per chunk would start new OpenMP pools and grow their per-thread buffers
+// again. run(task) runs task(w) for every worker w (w = 0 on the calling thread) and returns when
+// all have; a task must not throw.
+class WorkerPool {
+public:
+  explicit WorkerPool(size_t workers) : workers_(workers) {
+    try {
+      for (size_t w = 1; w < workers; ++w) threads_.emplace_back([this, w] { loop(w); });
+    } catch (...) {  // could not start them all: stop those that did, then report
+      stop();
+      throw;
+    }
+  }
+  ~WorkerPool() { stop(); }
+  size_t size() const { return workers_; }
+  void run(const std::function<void(size_t)> &task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = &task;
+      pending_ = threads_.size();
+      ++generation_;
+    }
+    wake_.notify_all();
+    task(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    task_ = nullptr;
+  }
+
+private:
+  void loop(size_t w) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(size_t)> *task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        task = task_;
+      }
+      (*task)(w);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto &t : threads_) t.join();
+    threads_.clear();
+  }
+
+  const size_t workers_;
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(size_t)> *task_ = nullptr;
+  uint64_t generation_ = 0;
+  size_t pending_ = 0;
+  bool stopping_ = false;
+};
+
 struct Job {
   InputNotes notes;
   // One per --workers: each decodes its share of the sentences on its own thread, with its own
   // sessions of the shared models.
   std::vector<tfmdata::Translator *> translators;
+  WorkerPool *pool = nullptr;  // their threads (with more than one)
   const tfmdata::SearchOptions &search() const { return translators[0]->options(); }
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
@@ -143,19 +213,22 @@ tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::ve
   std::vector<tfmrt::Status> status(workers);
   std::vector<size_t> finished(workers, 0);
   std::mutex progressMutex;
-  auto work = [&](size_t w) {
-    status[w] = call(*job.translators[w], parts[w], [&, w](size_t done) {
-      std::lock_guard<std::mutex> lock(progressMutex);
-      finished[w] = done;
-      size_t all = 0;
-      for (size_t f : finished) all += f;
-      if (report) report(all);
-    });
-  };
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < workers; ++w) threads.emplace_back(work, w);
-  work(0);
-  for (auto &t : threads) t.join();
+  job.pool->run([&](size_t w) {
+    if (w >= workers) return;  // fewer sentences than workers
+    try {
+      status[w] = call(*job.translators[w], parts[w], [&, w](size_t done) {
+        std::lock_guard<std::mutex> lock(progressMutex);
+        finished[w] = done;
+        size_t all = 0;
+        for (size_t f : finished) all += f;
+        if (report) report(all);
+      });
+    } catch (const std::bad_alloc &) {
+      status[w] = tfmrt::internalError("out of memory while translating");
+    } catch (const std::exception &e) {
+      status[w] = tfmrt::internalError(std::string("unexpected error while translating: ") + e.what());
+    }
+  });
   for (const tfmrt::Status &s : status) TFMRT_RETURN_IF_ERROR(s);
   out.assign(in.size(), {});
   for (size_t i = 0; i < in.size(); ++i) out[i] = std::move(parts[i % workers].out[i / workers]);
@@ -449,9 +522,9 @@ int translateCommand(const CommandLine &cl) {
   }
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
-  // --workers N without --threads: the cores shared out (OpenMP's default count, OMP_NUM_THREADS
-  // included, over N; at least one each).
-  options.num_threads = cl.has("threads") || workers == 1 ? int(threads) : std::max(1, omp_get_max_threads() / int(workers));
+  // --workers N without --threads (or with 0): the cores shared out (OpenMP's default count,
+  // OMP_NUM_THREADS included, over N; at least one each), not all cores for every worker.
+  options.num_threads = workers == 1 || threads > 0 ? int(threads) : std::max(1, omp_get_max_threads() / int(workers));
   options.profile = cl.has("profile");
   // One model per ensemble member (each with its own weights; an artifact given once is loaded
   // once per member). The first one's spec gives the search's defaults.
@@ -522,6 +595,20 @@ int translateCommand(const CommandLine &cl) {
     }
     job.translators.push_back(translator.get());
   }
+  std::unique_ptr<WorkerPool> pool;
+  if (workers > 1) {
+    try {
+      pool = std::make_unique<WorkerPool>(size_t(workers));
+    } catch (const std::system_error &e) {
+      std::cerr << "tfmc translate: error: cannot start " << workers << " worker threads: " << e.what() << "\n";
+      return 1;
+    }
+    job.pool = pool.get();
+  }
+  const std::string workersNote =
+      workers > 1 ? ", " + std::to_string(workers) + " workers x " + std::to_string(options.num_threads) +
+                        (options.num_threads == 1 ? " thread" : " threads")
+                  : std::string();
   // Summed over the workers.
   auto decodeSteps = [&] {
     int64_t steps = 0;
@@ -637,9 +724,10 @@ int translateCommand(const CommandLine &cl) {
   }
   if (scoring)  // the references' log-probability (natural log, </s> included) and perplexity
     std::fprintf(cl.has("data") ? stdout : stderr,
-                 "%s: %zu references scored%s, batch %lld, %lld tokens with </s>: log-prob %.2f, %.4f per token, "
+                 "%s: %zu references scored%s, batch %lld%s, %lld tokens with </s>: log-prob %.2f, %.4f per token, "
                  "perplexity %.2f, %.2f s (%.0f tokens/s, %lld decoder calls), load average %s\n",
                  what.c_str(), sources.size() - size_t(job.notes.unscored), search.useCache ? "" : " (no cache)", (long long)job.batch,
+                 workersNote.c_str(),
                  (long long)job.outTokens, job.logProb, job.outTokens ? job.logProb / double(job.outTokens) : NAN,
                  job.outTokens ? std::exp(-job.logProb / double(job.outTokens)) : NAN, secs,
                  double(job.outTokens) / secs, (long long)decodeSteps(), loadAverage().c_str());
@@ -649,11 +737,7 @@ int translateCommand(const CommandLine &cl) {
                "calls), load average %s\n",
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
                search.useCache ? "" : " (no cache)", (long long)job.batch,
-               ((workers > 1 ? ", " + std::to_string(workers) + " workers x " + std::to_string(options.num_threads) +
-                                    (options.num_threads == 1 ? " thread" : " threads")
-                              : std::string()) +
-                (cl.has("target-prefix") ? ", target prefixes" : ""))
-                   .c_str(),
+               (workersNote + (cl.has("target-prefix") ? ", target prefixes" : "")).c_str(),
                secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)decodeSteps(), loadAverage().c_str());
   if (options.profile) {

@@ -1,6 +1,6 @@
 // concurrent_sessions_check.h under ThreadSanitizer (`scripts/test.sh --tsan`): the artifacts
-// tiny-prenorm compiled by tfmc (fused / unfused f32, bf16, int8; --entries=forward,translate) in
-// $TFMC_TSAN_ARTIFACTS. Run with OMP_NUM_THREADS=1: TSan does not see libgomp's barriers, so
+// tiny-prenorm compiled by tfmc (fused / unfused f32, bf16, int8 with --entries=forward,translate;
+// train with --entries=forward,train_step) in $TFMC_TSAN_ARTIFACTS. Run with OMP_NUM_THREADS=1: TSan does not see libgomp's barriers, so
 // OpenMP teams would be reported; the sessions' own threads are what this checks.
 #include <gtest/gtest.h>
 
@@ -39,6 +39,12 @@ TEST(ConcurrentSessionsTsan, WeightChangesWaitForRunningCalls) {
   ASSERT_TRUE(model);
   cc::expectWeightLoadsNeverMix(*model, kWeights, ::testing::TempDir() + "tfmc_tsan_other.safetensors",
                                 cc::forwardInputs(4, 31, 50, 44), 20);
+}
+
+TEST(ConcurrentSessionsTsan, CheckpointsSavedDuringTrainingAreWhole) {
+  cc::expectCheckpointsSavedDuringTrainingWhole([] { return load("train"); },
+                                                std::string(TFMC_SOURCE_DIR) + "/tests/golden/tiny-prenorm.io.safetensors",
+                                                ::testing::TempDir() + "tfmc_tsan_during");
 }
 
 }  // namespace

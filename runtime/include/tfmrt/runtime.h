@@ -180,9 +180,10 @@ public:
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
-  // A session of `model`, which must outlive it. Allocates the static states (train_step's Adam
-  // moments, zeros) now; arenas on run(), caches on bindStates(). Training state is the default
-  // session's: setWeights & co. zero it and checkpoints hold it; other sessions keep their own.
+  // A session of `model`, which must outlive it. Allocates arenas on run(), caches on
+  // bindStates(), the static states (train_step's Adam moments, zeros) on first use. Training
+  // state is the default session's: setWeights & co. zero it and checkpoints hold it; other
+  // sessions keep their own.
   static Status create(Model &model, std::unique_ptr<Session> &session);
 
   // Allocates the artifact's states with dynamic dims, binding each one's dynamic dims in order

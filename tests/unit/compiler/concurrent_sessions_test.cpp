@@ -53,4 +53,15 @@ TEST(ConcurrentSessions, WeightChangesWaitForRunningCalls) {
                                 cc::forwardInputs(4, 31, 50, 44));
 }
 
+// Checkpoints saved on one thread while another runs training steps are each one whole step.
+TEST(ConcurrentSessions, CheckpointsSavedDuringTrainingAreWhole) {
+  auto load = [] {
+    auto model = compileAndLoad("tiny-prenorm", tfmrt::KernelBackend::Dnnl, "all", false, true);
+    if (model) EXPECT_TRUE(model->loadWeights(kWeights).ok());
+    return model;
+  };
+  cc::expectCheckpointsSavedDuringTrainingWhole(load, kSource + "/tests/golden/tiny-prenorm.io.safetensors",
+                                                tfmrt::test::tempPath("during"));
+}
+
 }  // namespace

@@ -3,7 +3,8 @@
 // compiled by tfmc, loaded from files): on a fresh model (weight-derived copies not made yet), a
 // greedy translation, a beam translation and a forward batch on three threads at once give, bit
 // for bit, what one thread gets calling them one after another; weights loaded again and again
-// while two threads run forward give results that are always one set's, never a mix.
+// while two threads run forward give results that are always one set's, never a mix;
+// checkpoints saved while another thread trains are each one whole step.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,6 +21,7 @@
 
 #include "tfmdata/search.h"
 #include "tfmrt/runtime.h"
+#include "tfmrt/safetensors.h"
 
 namespace tfmrt::test::concurrent {
 
@@ -163,6 +166,74 @@ inline void expectWeightLoadsNeverMix(Model &model, const std::string &weightsA,
   EXPECT_EQ(mixed.load(), 0) << "of " << calls.load() << " calls";
   EXPECT_EQ(loaded.load(), loads);
   EXPECT_GT(calls.load(), 2);
+}
+
+using Snapshot = std::map<std::string, Tensor>;
+
+inline Snapshot weightsOf(const Model &m) {
+  Snapshot out;
+  for (const auto &p : m.artifact().params) out[p.name] = *m.weight(p.name);
+  return out;
+}
+
+inline bool sameSnapshot(const Snapshot &a, const Snapshot &b) {
+  for (const auto &[name, t] : a)
+    if (!sameBits(t, b.at(name))) return false;
+  return true;
+}
+
+inline float trainStep(Model &m, std::vector<Tensor> batch, int step) {
+  batch[3].data<int32_t>()[0] = step;
+  std::vector<Tensor> out;
+  Status s = m.run("train_step", batch, out);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return s.ok() ? out[0].data<float>()[0] : -1.0f;
+}
+
+// `load` gives a model with train_step and its weights; `batchFile` holds src, tgt_in, tgt_out.
+// Every checkpoint saved on one thread while another trains holds the weights after some step k
+// of a run without saves and moments that continue it (the next step's loss and weights are
+// step k + 1's): never a mix of two steps. Files are `pathPrefix`<i>.safetensors.
+inline void expectCheckpointsSavedDuringTrainingWhole(const LoadModel &load, const std::string &batchFile,
+                                                      const std::string &pathPrefix) {
+  constexpr int kSteps = 10, kSaves = 16;
+  std::map<std::string, Tensor> io;
+  ASSERT_TRUE(readSafetensors(batchFile, io).ok());
+  const std::vector<Tensor> batch = {io.at("src"), io.at("tgt_in"), io.at("tgt_out"), Tensor::i32({}, {0})};
+  auto reference = load(), trained = load(), probe = load();
+  ASSERT_TRUE(reference && trained && probe);
+  std::vector<Snapshot> after{weightsOf(*reference)};  // after[k]: the weights after step k
+  std::vector<float> loss{0.0f};
+  for (int step = 1; step <= kSteps; ++step) {
+    loss.push_back(trainStep(*reference, batch, step));
+    after.push_back(weightsOf(*reference));
+  }
+  std::vector<std::string> paths;
+  for (int i = 0; i < kSaves; ++i) paths.push_back(pathPrefix + std::to_string(i) + ".safetensors");
+  std::atomic<int> saveFailures{0};
+  runTogether({[&] {
+                 for (int step = 1; step <= kSteps; ++step) trainStep(*trained, batch, step);
+               },
+               [&] {
+                 for (const std::string &path : paths) {
+                   if (!trained->saveCheckpoint(path, 0).ok()) ++saveFailures;
+                   std::this_thread::yield();
+                 }
+               }});
+  EXPECT_EQ(saveFailures.load(), 0);
+  for (const std::string &path : paths) {
+    int64_t step = 0;
+    Status s = probe->loadCheckpoint(path, step);
+    ASSERT_TRUE(s.ok()) << path << ": " << s.message();  // the checksum holds
+    const Snapshot loaded = weightsOf(*probe);
+    int k = -1;
+    for (int i = 0; i <= kSteps && k < 0; ++i)
+      if (sameSnapshot(loaded, after[size_t(i)])) k = i;
+    ASSERT_GE(k, 0) << path << ": weights of no single step";
+    if (k == kSteps) continue;
+    EXPECT_EQ(trainStep(*probe, batch, k + 1), loss[size_t(k + 1)]) << path << " after step " << k;
+    EXPECT_TRUE(sameSnapshot(weightsOf(*probe), after[size_t(k + 1)])) << path << " after step " << k;
+  }
 }
 
 }  // namespace tfmrt::test::concurrent

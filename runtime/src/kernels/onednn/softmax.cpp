@@ -3,7 +3,8 @@
 // oneDNN softmax has no run-time dims, so primitives are created lazily per distinct (rows, n) and
 // kept in a small LRU cache: a shape already seen never re-creates its primitive (creation costs
 // ~0.3 ms). The cache is shared by the sessions running the kernel (under a lock); the memory
-// objects are made per call. oneDNN turns an all -inf row (every key masked) into NaN; our semantics require zeros,
+// objects are made per call, and the primitive's scratchpad is the plan's scratch (scratchBytes
+// creates the primitive of the shape it is asked about). oneDNN turns an all -inf row (every key masked) into NaN; our semantics require zeros,
 // so such rows are rewritten after the primitive runs. The check costs one compare per row unless
 // the row's first element is -inf.
 #include <cmath>
@@ -27,9 +28,7 @@ struct SoftmaxPlan {
   int64_t rows = 0, n = 0;
   uint64_t lastUse = 0;
   dnnl::softmax_forward prim;
-  memory::desc md, scratchpad;
-  Tensor scratchpadMemory;  // user-managed (see CpuDevice); one call at a time per plan
-  std::mutex running;
+  memory::desc md, scratchpad;  // the scratchpad is user-managed (see CpuDevice)
 };
 
 class DnnlSoftmaxKernel final : public Kernel {
@@ -42,22 +41,31 @@ public:
     return Status::OK();
   }
 
+  size_t scratchBytes(const std::vector<const std::vector<int64_t> *> &in, int) const override {
+    const std::vector<int64_t> &shape = *in[0];
+    if (shape.empty()) return 0;
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    if (rows == 0 || shape.back() == 0) return 0;
+    try {
+      return planFor(rows, shape.back())->scratchpad.get_size();
+    } catch (const dnnl::error &) {
+      return 0;  // run() reports it
+    }
+  }
+
   Status run(const KernelArgs &a) const override {
     const TensorRef &X = a.inputs[0], &Y = a.outputs[0];
     const int64_t n = X.dim(-1), rows = rowsOf(X);
     if (rows == 0 || n == 0) return Status::OK();
     try {
-      std::shared_ptr<SoftmaxPlan> plan;
-      {
-        std::lock_guard<std::mutex> lock(cacheMutex_);
-        plan = find(rows, n);
-        if (!plan) plan = create(rows, n);
-        plan->lastUse = ++clock_;
-      }
-      std::lock_guard<std::mutex> lock(plan->running);  // its scratchpad
+      std::shared_ptr<SoftmaxPlan> plan = planFor(rows, n);
+      if (plan->scratchpad.get_size() > a.scratchBytes)
+        return internalError(cat("softmax: scratch of ", a.scratchBytes, " bytes, the primitive needs ",
+                                 plan->scratchpad.get_size()));
       memory src(plan->md, ctx_->engine, X.data), dst(plan->md, ctx_->engine, Y.data), scratchpad;
       std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}};
-      addScratchpadArg(plan->scratchpad, ctx_->engine, plan->scratchpadMemory.rawData(), scratchpad, args);
+      addScratchpadArg(plan->scratchpad, ctx_->engine, a.scratch, scratchpad, args);
       dnnl::stream stream = dnnlStream(*ctx_);
       dnnlExecute(plan->prim, stream, args);
       stream.wait();
@@ -69,6 +77,15 @@ public:
   }
 
 private:
+  // The cached plan of this shape, made if new. Throws dnnl::error.
+  std::shared_ptr<SoftmaxPlan> planFor(int64_t rows, int64_t n) const {
+    std::lock_guard<std::mutex> lock(cacheMutex_);
+    std::shared_ptr<SoftmaxPlan> plan = find(rows, n);
+    if (!plan) plan = create(rows, n);
+    plan->lastUse = ++clock_;
+    return plan;
+  }
+
   // Under cacheMutex_.
   std::shared_ptr<SoftmaxPlan> find(int64_t rows, int64_t n) const {
     for (auto &p : plans_)
@@ -92,7 +109,6 @@ private:
         dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, p->md, 1), dnnlUserScratchpad(), ctx_->engine);
     p->prim = dnnl::softmax_forward(pd);
     p->scratchpad = pd.scratchpad_desc();
-    if (size_t bytes = p->scratchpad.get_size()) p->scratchpadMemory = Tensor::largeBuffer(DType::Bool, {int64_t(bytes)});
     plans_.push_back(p);
     return p;
   }
