@@ -25,10 +25,6 @@ bool join(const Dims &a, const Dims &b, Dims &out) {
   return true;
 }
 
-std::string lastDimMatches(const char *what, const Dims &x, const Dims &v) {
-  return compatible(x.back(), v[0]) ? "" : mismatch(what, x, v);
-}
-
 // Columns [offset, offset + needed) of x's last dim (checked once the width is known).
 std::string columns(const char *name, const Dims &x, int64_t offset, int64_t needed) {
   const int64_t width = x.back();
