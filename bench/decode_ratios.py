@@ -6,7 +6,10 @@ time, sentences/s, BLEU, the speed-up (of the medians, and each round's own) and
 
   python3 bench/decode_ratios.py --model small-x.tfmx --checkpoint small.ckpt --tokenizer m30k.spm \
       [--data ../shared/data/multi30k] [--split test_2016_flickr] [--beams 1,4] [--rounds 2] [--batch N] \
-      [--bf16-model small-x-bf16.tfmx] [--int8-model small-x-int8.tfmx]
+      [--workers N] [--bf16-model small-x-bf16.tfmx] [--int8-model small-x-int8.tfmx]
+
+--workers N passes `tfmc translate --workers N` to every translation (both decoders): N
+translators on their own threads, --threads then per worker.
 
 Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work counts and the
 spec's dims, --spec) and so the speed-up if both ran at the same FLOP rate. With gemm_bench
@@ -50,6 +53,8 @@ def translate(args, beam, cache, out, model=None):
         cmd.append("--no-cache")
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.workers > 1:
+        cmd += ["--workers", str(args.workers)]
     if args.batch:
         cmd += ["--batch", str(args.batch)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -126,6 +131,7 @@ def main():
     p.add_argument("--beams", default="1,4")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--workers", type=int, default=1, help="tfmc translate --workers N, both paths (default 1)")
     p.add_argument("--batch", type=int, default=0, help="sentences in flight, both paths (default: tfmc's, 128 / beam)")
     p.add_argument("--bf16-model", default="")
     p.add_argument("--int8-model", default="")
@@ -135,7 +141,7 @@ def main():
     p.add_argument("--spec", default=os.path.join(ROOT, "models", "small.yaml"),
                    help="the model's spec, for the FLOP bound")
     args = p.parse_args()
-    print(f"load average at start: {loadavg()}")
+    print(f"load average at start: {loadavg()}" + (f"; {args.workers} workers" if args.workers > 1 else ""))
     rows = []
     others = {k: v for k, v in (("bf16", args.bf16_model), ("int8", args.int8_model)) if v}
     with tempfile.TemporaryDirectory() as tmp:
