@@ -150,7 +150,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"temperature", Kind::Number, "sampling temperature"},
         {"seed", Kind::Int, "sampling seed"},
         {"kernels", Kind::Text, "dnnl (default) or reference"},
-        {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024); with --workers, per worker"},
+        {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024); with --workers N, per worker (0 = the cores / N)"},
         {"workers", Kind::Int,
          "translators on their own threads, each taking a share of the sentences (default 1); --threads, --batch "
          "and --max-batch-tokens then apply per worker (threads default to the cores / N)"},
