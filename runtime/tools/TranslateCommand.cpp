@@ -188,21 +188,12 @@ struct Part {
 // Runs `call` on the sentences, split over job.translators: sentence i (the longest first) goes
 // to worker i mod N, so every worker gets a like mix of lengths. Each sentence's result depends
 // on that sentence only, so the outputs do not depend on N (tested). `report` gets the number
-// of sentences finished by all workers. With one worker it runs on this thread, unsplit.
+// of sentences finished by all workers. With one worker it runs on this thread.
 tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::vector<std::vector<int32_t>> &forced,
                         std::vector<uint64_t> &ids, std::vector<std::vector<tfmdata::Hypothesis>> &out,
                         const Progress &report,
                         const std::function<tfmrt::Status(tfmdata::Translator &, Part &, const Progress &)> &call) {
   const size_t workers = std::min(job.translators.size(), std::max<size_t>(in.size(), 1));
-  if (workers <= 1) {
-    Part whole;
-    whole.in = std::move(in);
-    whole.forced = std::move(forced);
-    whole.ids = std::move(ids);
-    tfmrt::Status s = call(*job.translators[0], whole, report);
-    out = std::move(whole.out);
-    return s;
-  }
   std::vector<Part> parts(workers);
   for (size_t i = 0; i < in.size(); ++i) {
     Part &p = parts[i % workers];
@@ -213,7 +204,7 @@ tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::ve
   std::vector<tfmrt::Status> status(workers);
   std::vector<size_t> finished(workers, 0);
   std::mutex progressMutex;
-  job.pool->run([&](size_t w) {
+  auto task = [&](size_t w) {
     if (w >= workers) return;  // fewer sentences than workers
     try {
       status[w] = call(*job.translators[w], parts[w], [&, w](size_t done) {
@@ -228,7 +219,9 @@ tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::ve
     } catch (const std::exception &e) {
       status[w] = tfmrt::internalError(std::string("unexpected error while translating: ") + e.what());
     }
-  });
+  };
+  if (job.pool) job.pool->run(task);
+  else task(0);
   for (const tfmrt::Status &s : status) TFMRT_RETURN_IF_ERROR(s);
   out.assign(in.size(), {});
   for (size_t i = 0; i < in.size(); ++i) out[i] = std::move(parts[i % workers].out[i / workers]);
@@ -742,12 +735,7 @@ int translateCommand(const CommandLine &cl) {
                (long long)decodeSteps(), loadAverage().c_str());
   if (options.profile) {
     tfmdata::Translator::Work w;
-    for (const auto &t : translators) {
-      const tfmdata::Translator::Work &x = t->work();
-      w.encodedPositions += x.encodedPositions, w.rows += x.rows, w.decoderPositions += x.decoderPositions;
-      w.memoryPositions += x.memoryPositions;
-      w.admitSeconds += x.admitSeconds, w.stepSeconds += x.stepSeconds, w.searchSeconds += x.searchSeconds;
-    }
+    for (const auto &t : translators) w += t->work();
     std::printf("work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
                 "re-projected\n",
                 (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,

@@ -143,6 +143,12 @@ public:
     // Wall time in the decoder's admissions (encode and the slot copies), in its steps, and in
     // the search between steps (scoring rows, extending and finishing hypotheses).
     double admitSeconds = 0, stepSeconds = 0, searchSeconds = 0;
+    Work &operator+=(const Work &o) {  // summed over translators (tfmc translate --workers)
+      encodedPositions += o.encodedPositions, rows += o.rows, decoderPositions += o.decoderPositions;
+      memoryPositions += o.memoryPositions;
+      admitSeconds += o.admitSeconds, stepSeconds += o.stepSeconds, searchSeconds += o.searchSeconds;
+      return *this;
+    }
   };
   const Work &work() const { return work_; }
 

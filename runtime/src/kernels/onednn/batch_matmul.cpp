@@ -54,13 +54,9 @@ public:
       // Memory objects per call: sessions on several threads may run this kernel at once.
       memory srcMem({{r, m, k}, kF32, transposeA_ ? tag::acb : tag::abc}, ctx_->engine, A.data);
       memory wMem({{r, k, n}, kF32, transposeB_ ? tag::acb : tag::abc}, ctx_->engine, B.data);
-      memory dstMem({{r, m, n}, kF32, tag::abc}, ctx_->engine, C.data), scratchpadMem;
-      std::vector<dnnl_exec_arg_t> args = {
-          {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
-      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
-      dnnl::stream stream = dnnlStream(*ctx_);
-      dnnlExecute(prim_, stream, args);
-      stream.wait();
+      memory dstMem({{r, m, n}, kF32, tag::abc}, ctx_->engine, C.data);
+      dnnlRun(*ctx_, prim_, {{DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}},
+              scratchpad_, a.scratch);
     } catch (const dnnl::error &e) {
       return dnnlError("batch_matmul", e);
     }

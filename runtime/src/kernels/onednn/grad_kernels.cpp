@@ -98,13 +98,9 @@ public:
       const memory::data_type operands = bf16_ ? kBf16 : kF32;
       memory dyMem({{n, r}, operands, tag::ba}, ctx_->engine, const_cast<void *>(dyData));
       memory xMem({{r, k}, operands, tag::ab}, ctx_->engine, const_cast<void *>(xData));
-      memory dwMem({{n, k}, kF32, tag::ab}, ctx_->engine, dw.data), scratchpadMem;
-      std::vector<dnnl_exec_arg_t> args = {
-          {DNNL_ARG_SRC, dyMem.get()}, {DNNL_ARG_WEIGHTS, xMem.get()}, {DNNL_ARG_DST, dwMem.get()}};
-      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
-      dnnl::stream stream = dnnlStream(*ctx_);
-      dnnlExecute(prim_, stream, args);
-      stream.wait();
+      memory dwMem({{n, k}, kF32, tag::ab}, ctx_->engine, dw.data);
+      dnnlRun(*ctx_, prim_, {{DNNL_ARG_SRC, dyMem.get()}, {DNNL_ARG_WEIGHTS, xMem.get()}, {DNNL_ARG_DST, dwMem.get()}},
+              scratchpad_, a.scratch);
     } catch (const dnnl::error &e) {
       return dnnlError("weight_grad", e);
     }

@@ -208,24 +208,11 @@ private:
         std::lock_guard<std::mutex> lock(derivedMutex_);
         if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) repack(B.data, a.weightsVersion);
       }
-      // Memory objects per call (sessions on several threads may run this kernel at once; a
-      // handful of microseconds next to a product of this size).
-      memory srcMem({{m, k}, kF32, tag::ab}, ctx_->engine, A.data);
-      memory dstMem({{m, n}, kF32, tag::ab}, ctx_->engine, C.data);
-      memory wMem = repacks_ ? packedW_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, B.data);
-      memory biasMem, scratchpadMem;
-      std::vector<dnnl_exec_arg_t> args = {
-          {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
-      if (linear_) {
-        biasMem = memory({{1, n}, kF32, tag::ab}, ctx_->engine, a.inputs[2].data);
-        args.push_back({DNNL_ARG_BIAS, biasMem.get()});
-      }
-      addScratchpadArg(scratchpad_, ctx_->engine, a.scratch, scratchpadMem, args);
       // The sum post-op accumulates onto the output: start it from the residual.
       if (residual && act_ == Activation::None) fast::copy(residual, C.data, size_t(m * n) * sizeof(float));
-      dnnl::stream stream = dnnlStream(*ctx_);
-      dnnlExecute(prim_, stream, args);
-      stream.wait();
+      const memory src({{m, k}, kF32, tag::ab}, ctx_->engine, A.data);
+      const memory w = repacks_ ? packedW_ : memory({{k, n}, kF32, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, B.data);
+      runPrimitive(prim_, scratchpad_, a.scratch, src, w, C.data, linear_ ? a.inputs[2].data : nullptr, m, n);
     } catch (const dnnl::error &e) {
       return dnnlError(linear_ ? "linear" : "matmul", e);
     }
@@ -233,15 +220,25 @@ private:
     return Status::OK();
   }
 
+  // One product on `prim` (prim_ or primBf16_): memory objects per call (sessions on several
+  // threads may run this kernel at once; a handful of microseconds next to a product this size).
+  void runPrimitive(const dnnl::matmul &prim, const memory::desc &scratchpad, void *scratch, const memory &src,
+                    const memory &w, void *y, const void *bias, int64_t m, int64_t n) const {
+    const memory dst({{m, n}, kF32, tag::ab}, ctx_->engine, y);
+    std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_WEIGHTS, w.get()}, {DNNL_ARG_DST, dst.get()}};
+    memory biasMem;
+    if (linear_) {
+      biasMem = memory({{1, n}, kF32, tag::ab}, ctx_->engine, const_cast<void *>(bias));
+      args.push_back({DNNL_ARG_BIAS, biasMem.get()});
+    }
+    dnnlRun(*ctx_, prim, std::move(args), scratchpad, scratch);
+  }
+
   // Under derivedMutex_.
   void repack(const void *plain, uint64_t version) const {
     plainW_.set_data_handle(const_cast<void *>(plain));
-    std::unordered_map<int, memory> args = {{DNNL_ARG_FROM, plainW_}, {DNNL_ARG_TO, packedW_}};
-    if (repackScratchpad_.rawData())
-      args[DNNL_ARG_SCRATCHPAD] = memory(repackScratchpadMd_, ctx_->engine, const_cast<void *>(repackScratchpad_.rawData()));
-    dnnl::stream stream = dnnlStream(*ctx_);
-    repack_.execute(stream, args);
-    stream.wait();
+    dnnlRun(*ctx_, repack_, {{DNNL_ARG_FROM, plainW_.get()}, {DNNL_ARG_TO, packedW_.get()}}, repackScratchpadMd_,
+            const_cast<void *>(repackScratchpad_.rawData()));
     packedVersion_ = version;
     packedFrom_ = plain;
   }
@@ -257,21 +254,10 @@ private:
 #pragma omp parallel for schedule(static) if (m * k >= (int64_t(1) << 16))
     for (int64_t r = 0; r < m; r += chunk)
       gemm::toBf16PairsAvx512Bf16(x + r * k, std::min(chunk, m - r), k, pairs + r * kp);
-    memory srcMem({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, pairs);
-    memory dstMem({{m, n}, kF32, tag::ab}, ctx_->engine, y);
-    memory wMem({{k, n}, kBf16, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, const_cast<uint16_t *>(wBf16));
-    memory biasMem, scratchpadMem;
-    std::vector<dnnl_exec_arg_t> args = {
-        {DNNL_ARG_SRC, srcMem.get()}, {DNNL_ARG_WEIGHTS, wMem.get()}, {DNNL_ARG_DST, dstMem.get()}};
-    if (linear_) {
-      biasMem = memory({{1, n}, kF32, tag::ab}, ctx_->engine, const_cast<void *>(bias));
-      args.push_back({DNNL_ARG_BIAS, biasMem.get()});
-    }
-    addScratchpadArg(scratchpadBf16_, ctx_->engine, scratch, scratchpadMem, args);
     if (residual && act_ == Activation::None && residual != y) fast::copy(residual, y, size_t(m * n) * sizeof(float));
-    dnnl::stream stream = dnnlStream(*ctx_);
-    dnnlExecute(primBf16_, stream, args);
-    stream.wait();
+    const memory src({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, pairs);
+    const memory wMem({{k, n}, kBf16, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, const_cast<uint16_t *>(wBf16));
+    runPrimitive(primBf16_, scratchpadBf16_, scratch, src, wMem, y, bias, m, n);
     if (residual && act_ != Activation::None) fast::add(y, residual, y, m * n);
   }
 

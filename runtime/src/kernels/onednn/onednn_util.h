@@ -23,7 +23,7 @@ constexpr dnnl::memory::data_type kBf16 = dnnl::memory::data_type::bf16;
 
 // One CPU engine, shared by all kernels of a Model, and the bf16 weight copies its bf16 GEMMs
 // share. Sessions on several threads run kernels at once, so a oneDNN kernel executes its
-// primitives on a stream of its own call (dnnlStream) with user-managed scratchpads
+// primitives through dnnlRun (a stream of its own call) with user-managed scratchpads
 // (dnnlUserScratchpad): oneDNN's library scratchpad is one buffer per creating thread, which two
 // primitives running at once on other threads would share.
 class CpuDevice : public Device {
@@ -33,25 +33,11 @@ public:
   gemm::Bf16WeightCopies bf16Weights;
 };
 
-// A stream for one call (a CPU stream is a small handle: creating one is cheap next to a GEMM).
-inline dnnl::stream dnnlStream(const CpuDevice &device) { return dnnl::stream(device.engine); }
-
 // Primitive attributes with the scratchpad provided by the caller: the kernel asks for
 // scratchpad_desc().get_size() in scratchBytes() and passes the plan's scratch at run.
 inline dnnl::primitive_attr dnnlUserScratchpad(dnnl::primitive_attr attr = {}) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
-}
-
-// Appends the DNNL_ARG_SCRATCHPAD argument (when the primitive needs one) over the call's
-// scratch; `holder` keeps the memory object alive for the call.
-inline void addScratchpadArg(const dnnl::memory::desc &md, const dnnl::engine &engine, void *scratch,
-                             dnnl::memory &holder, std::vector<dnnl_exec_arg_t> &args) {
-  if (md.get_size() == 0) return;
-  // (Scratch is planned for every run-time node; a node evaluated when weights are set has none.)
-  if (!scratch) throw dnnl::error(dnnl_invalid_arguments, "no scratch was planned for the primitive's scratchpad");
-  holder = dnnl::memory(md, engine, scratch);
-  args.push_back({DNNL_ARG_SCRATCHPAD, holder.get()});
 }
 
 // The device a oneDNN kernel was prepared with; null when the Model has no CPU device.
@@ -61,12 +47,22 @@ inline Status dnnlError(const char *what, const dnnl::error &e) {
   return internalError(cat("oneDNN ", what, " failed: ", e.what(), " (status ", int(e.status), ")"));
 }
 
-// Runs a primitive with a prebuilt C argument array. The C++ execute() converts its
-// unordered_map into a fresh std::vector on every call; this keeps steady-state runs allocation-free.
-inline void dnnlExecute(const dnnl::primitive &prim, const dnnl::stream &stream,
-                        const std::vector<dnnl_exec_arg_t> &args) {
+// Runs `prim` with `args` plus, when it needs one, its scratchpad (`scratchpad`, user-managed) over
+// `scratch`, on a stream made for this call (a CPU stream is a small handle: cheap next to a
+// GEMM), and waits. Nothing is shared between calls. Throws dnnl::error.
+inline void dnnlRun(const CpuDevice &device, const dnnl::primitive &prim, std::vector<dnnl_exec_arg_t> args,
+                    const dnnl::memory::desc &scratchpad, void *scratch) {
+  dnnl::memory scratchpadMemory;
+  if (scratchpad.get_size() != 0) {
+    // (Scratch is planned for every run-time node; a node evaluated when weights are set has none.)
+    if (!scratch) throw dnnl::error(dnnl_invalid_arguments, "no scratch was planned for the primitive's scratchpad");
+    scratchpadMemory = dnnl::memory(scratchpad, device.engine, scratch);
+    args.push_back({DNNL_ARG_SCRATCHPAD, scratchpadMemory.get()});
+  }
+  dnnl::stream stream(device.engine);
   dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream.get(), int(args.size()), args.data()),
                           "could not execute a primitive");
+  stream.wait();
 }
 
 }  // namespace tfmrt

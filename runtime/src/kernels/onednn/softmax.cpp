@@ -63,12 +63,8 @@ public:
       if (plan->scratchpad.get_size() > a.scratchBytes)
         return internalError(cat("softmax: scratch of ", a.scratchBytes, " bytes, the primitive needs ",
                                  plan->scratchpad.get_size()));
-      memory src(plan->md, ctx_->engine, X.data), dst(plan->md, ctx_->engine, Y.data), scratchpad;
-      std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}};
-      addScratchpadArg(plan->scratchpad, ctx_->engine, a.scratch, scratchpad, args);
-      dnnl::stream stream = dnnlStream(*ctx_);
-      dnnlExecute(plan->prim, stream, args);
-      stream.wait();
+      memory src(plan->md, ctx_->engine, X.data), dst(plan->md, ctx_->engine, Y.data);
+      dnnlRun(*ctx_, plan->prim, {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}}, plan->scratchpad, a.scratch);
     } catch (const dnnl::error &e) {
       return dnnlError("softmax", e);
     }
