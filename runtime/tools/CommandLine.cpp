@@ -21,6 +21,7 @@ struct OptionSpec {
   const char *name;  // without dashes; "o" is the short option -o
   Kind kind;
   const char *help;
+  const char *shortName = nullptr;  // a one-letter alias (-x) of a long option
 };
 
 struct CommandSpec {
@@ -135,7 +136,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"max-length-offset", Kind::Int, "the limit's offset (default: the spec's)"},
         {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 128 / beam, rounded up)"},
         {"max-batch-tokens", Kind::Int, "source tokens in flight (sentences x longest)"},
-        {"output", Kind::Text, "write translations here (default standard output)"},
+        {"output", Kind::Text, "write translations here (default standard output)", "o"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
@@ -258,7 +259,8 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
   app.set_version_flag("--version", kVersion);
   std::vector<std::pair<std::string, CLI::Option *>> options;
   for (const OptionSpec &o : spec->options) {
-    const std::string flag = std::string(o.name).size() == 1 ? std::string("-") + o.name : std::string("--") + o.name;
+    std::string flag = std::string(o.name).size() == 1 ? std::string("-") + o.name : std::string("--") + o.name;
+    if (o.shortName) flag = std::string("-") + o.shortName + "," + flag;
     CLI::Option *opt = o.kind == Kind::Flag ? app.add_flag(flag, o.help) : app.add_option(flag, o.help);
     if (o.kind != Kind::Flag)
       opt->type_size(1)->multi_option_policy(o.kind == Kind::TextList ? CLI::MultiOptionPolicy::TakeAll
