@@ -64,7 +64,8 @@ std::string PipelineOptions::describe() const {
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
   auto module = importModelSpec(spec, ctx, ImportOptions{.gradients = options.gradients, .trainStep = options.trainStep,
-                                                                   .accumulate = options.accumulate, .translate = options.translate});
+                                                                   .accumulate = options.accumulate, .translate = options.translate,
+                                                                   .alignment = options.alignment});
   if (options.verifyEach && failed(mlir::verify(*module))) {
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;

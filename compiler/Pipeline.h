@@ -28,6 +28,7 @@ struct PipelineOptions {
   bool trainStep = false;        // also the `train_step` entry (forward, backward, Adam in place)
   bool accumulate = false;       // also `accumulate_gradients` + `apply_update` (gradient accumulation)
   bool translate = false;        // also the translation entries (`encode`, `decode_step`, `decode`)
+  bool alignment = false;        // decode_step also returns the cross-attention weights (alignment)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
   bool parseFusionList(const std::string &list, std::string &error);

@@ -34,6 +34,7 @@ public:
     if (options.gradients) buildEntry("gradients", Entry::Gradients);
     if (options.trainStep) buildEntry("train_step", Entry::TrainStep);
     if (options.accumulate) buildEntry("accumulate_gradients", Entry::Accumulate);
+    alignment_ = options.alignment;
     if (options.translate) buildTranslationEntries();
     return module;
   }
@@ -298,11 +299,17 @@ private:
     return linear(ctx, "out_proj", d, d);
   }
 
-  // Cross-attention of the newest position to its sentence's encoder K/V (from `encode`).
-  Value gatheredCrossAttention(Value x, Value crossK, Value crossV, Value srcKeep, Value rows) {
+  // Cross-attention of the newest position to its sentence's encoder K/V (from `encode`). With
+  // `weights`, also its head-averaged attention weights (the alignment of the newest token).
+  Value gatheredCrossAttention(Value x, Value crossK, Value crossV, Value srcKeep, Value rows, Value *weights = nullptr) {
     Scope scope(*this, scope_ + ".cross_attn");
     const int64_t d = m_.d_model;
     Value q = linear(x, "q_proj", d, d);
+    if (weights)
+      *weights = b_.create<tfm::AttentionWeightsOp>(loc_, q, crossK, srcKeep, rows, b_.getI64IntegerAttr(m_.heads),
+                                                    b_.getI64IntegerAttr(spec_.headDim()), b_.getI64IntegerAttr(0),
+                                                    b_.getI64IntegerAttr(0),
+                                                    b_.getF64FloatAttr(1.0 / std::sqrt(double(spec_.headDim()))));
     Value ctx = b_.create<tfm::GatheredAttentionOp>(loc_, q, crossK, crossV, srcKeep, rows,
                                                     b_.getI64IntegerAttr(m_.heads), b_.getI64IntegerAttr(spec_.headDim()),
                                                     b_.getI64IntegerAttr(0), b_.getI64IntegerAttr(0),
@@ -316,8 +323,9 @@ private:
     auto rowsType = RankedTensorType::get({kDyn}, b_.getI32Type());
     SmallVector<Type> args{idsType(), rowsType, rowsType, rowsType, idsType()};
     for (int64_t l = 0; l < 2 * L; ++l) args.push_back(hiddenType());
-    auto fn = b_.create<func::FuncOp>(specLoc_, "decode_step",
-                                      b_.getFunctionType(args, {f32Type({kDyn, kDyn, m_.tgt_vocab_size})}));
+    SmallVector<Type> results{f32Type({kDyn, kDyn, m_.tgt_vocab_size})};
+    if (alignment_) results.push_back(f32Type({kDyn, 1, kDyn}));
+    auto fn = b_.create<func::FuncOp>(specLoc_, "decode_step", b_.getFunctionType(args, results));
     fn->setAttr("tfm.mode", b_.getStringAttr("inference"));
     const char *names[] = {"tokens", "step", "parents", "rows", "src"};
     for (unsigned i = 0; i < 5; ++i) fn.setArgAttr(i, "tfm.name", b_.getStringAttr(names[i]));
@@ -326,6 +334,7 @@ private:
       fn.setArgAttr(unsigned(6 + 2 * l), "tfm.name", b_.getStringAttr("cross_v." + std::to_string(l)));
     }
     fn.setResultAttr(0, "tfm.name", b_.getStringAttr("log_probs"));
+    if (alignment_) fn.setResultAttr(1, "tfm.name", b_.getStringAttr("alignment"));
     Block *entry = fn.addEntryBlock();
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(entry);
@@ -339,19 +348,25 @@ private:
     Value positions = sinusoid();
     if (!positions) positions = param("decoder.embed_positions.weight", {m_.max_len, m_.d_model});
     y = b_.create<tfm::AddPositionAtOp>(loc_, y, positions, step);
+    Value alignment;  // the last layer's cross-attention weights, with alignment_
     for (int64_t i = 0; i < L; ++i) {
       Scope layer(*this, "decoder.layers." + std::to_string(i));
       Value crossK = entry->getArgument(unsigned(5 + 2 * i)), crossV = entry->getArgument(unsigned(6 + 2 * i));
       y = residualBlock(y, "self_attn_norm", "self_attn",
                         [&](Value in) { return cachedSelfAttention(in, step, parents); });
+      Value *weights = alignment_ && i == L - 1 ? &alignment : nullptr;
       y = residualBlock(y, "cross_attn_norm", "cross_attn",
-                        [&](Value in) { return gatheredCrossAttention(in, crossK, crossV, srcKeep, rows); });
+                        [&](Value in) { return gatheredCrossAttention(in, crossK, crossV, srcKeep, rows, weights); });
       y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
     }
     if (m_.norm == NormPlacement::Pre) y = layerNorm(y, "final_norm");
     Value logits = outputProjection(y);
-    b_.create<func::ReturnOp>(loc_, ValueRange{b_.create<tfm::LogSoftmaxOp>(loc_, logits)});
+    SmallVector<Value> outs{b_.create<tfm::LogSoftmaxOp>(loc_, logits)};
+    if (alignment_) outs.push_back(alignment);
+    b_.create<func::ReturnOp>(loc_, outs);
   }
+
+  bool alignment_ = false;  // ImportOptions::alignment
 
   enum class Entry { Forward, Gradients, TrainStep, Accumulate };
 

@@ -22,6 +22,9 @@ struct ImportOptions {
   // Also build `@encode(src) -> memory` and `@decode(src, memory, tgt_in) -> last logits` for
   // translation (greedy / beam search in the runtime).
   bool translate = false;
+  // With `translate`: `decode_step` also returns `alignment` [R, 1, S], the last decoder layer's
+  // cross-attention weights averaged over heads (tfm.attention_weights; word alignment).
+  bool alignment = false;
 };
 
 // Builds `func.func @forward(%src, %tgt_in, %tgt_out) -> (logits, loss)` for inference-mode

@@ -1,7 +1,7 @@
 // tfm-lower-kv-precision: decoding's keys and values in bf16. The K/V caches (tfm.state values
 // that only cache ops and tfm.cached_attention read) and the cross-attention K/V that a function
-// takes only as tfm.gathered_attention keys or values become bf16 tensors; every function that
-// returns a value of the same name (`encode`'s cross_k.l / cross_v.l for `decode_step`'s
+// takes only as tfm.gathered_attention keys or values (or tfm.attention_weights keys) become
+// bf16 tensors; every function that returns a value of the same name (`encode`'s cross_k.l / cross_v.l for `decode_step`'s
 // arguments) rounds it with tfm.to_bf16. The attention kernels widen them back to f32 as they
 // load them: half the bytes in the memory-bound part of a decoder step, f32 arithmetic.
 #include "llvm/ADT/StringMap.h"
@@ -54,12 +54,16 @@ void retypeCacheChain(Value v) {
     if (isa<tfm::CacheReorderOp, tfm::CacheWriteOp>(user)) retypeCacheChain(user->getResult(0));
 }
 
-// True if every use of `v` is tfm.gathered_attention's k or v.
+// True if every use of `v` is tfm.gathered_attention's k or v, or tfm.attention_weights' k (the
+// same keys, read for the alignment).
 bool onlyGatheredKv(Value v) {
   if (v.use_empty()) return false;
-  for (OpOperand &use : v.getUses())
-    if (!isa<tfm::GatheredAttentionOp>(use.getOwner()) || (use.getOperandNumber() != 1 && use.getOperandNumber() != 2))
-      return false;
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    const bool gathered = isa<tfm::GatheredAttentionOp>(user) && (use.getOperandNumber() == 1 || use.getOperandNumber() == 2);
+    const bool weights = isa<tfm::AttentionWeightsOp>(user) && use.getOperandNumber() == 1;
+    if (!gathered && !weights) return false;
+  }
   return true;
 }
 

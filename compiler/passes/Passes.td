@@ -130,7 +130,7 @@ def LowerKvPrecision : Pass<"tfm-lower-kv-precision", "mlir::ModuleOp"> {
     cache (tfm.cache_reorder / tfm.cache_write, whose results are caches in turn, and
     tfm.cached_attention's keys and values) becomes bf16, with the results of its cache ops:
     cache_write rounds each row to nearest even as it stores it. Every named function argument
-    used only as tfm.gathered_attention's keys or values becomes bf16, and every function result
+    used only as tfm.gathered_attention's keys or values (and tfm.attention_weights' keys) becomes bf16, and every function result
     of the same name (`encode`'s cross_k.l, cross_v.l for `decode_step`'s) is rounded by
     tfm.to_bf16 before the return. The attention kernels widen keys and values to f32 as they
     load them, so only storage changes: half the bytes in the memory-bound part of a decoder

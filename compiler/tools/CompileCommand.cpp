@@ -212,12 +212,19 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
       options.translate = true;
     } else if (name == "accumulate") {
       options.accumulate = true;
+    } else if (name == "alignment") {
+      options.alignment = true;
     } else if (name != "forward") {
       std::cerr << "tfmc " << cmd << ": error: --entries: unknown entry '" << name
-                << "' (expected a comma list of forward, gradients, train_step, accumulate, translate)\n";
+                << "' (expected a comma list of forward, gradients, train_step, accumulate, translate, alignment)\n";
       return false;
     }
     start = end + 1;
+  }
+  if (options.alignment && !options.translate) {
+    std::cerr << "tfmc " << cmd << ": error: --entries: 'alignment' adds word alignment to the translation entries; "
+              << "it needs 'translate' too (--entries=forward,translate,alignment)\n";
+    return false;
   }
   return true;
 }

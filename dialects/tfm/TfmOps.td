@@ -390,6 +390,26 @@ def Tfm_GatheredAttentionOp : Tfm_ExecOp<"gathered_attention", "gatheredAttentio
   }];
 }
 
+def Tfm_AttentionWeightsOp : Tfm_ExecOp<"attention_weights", "attentionWeights", [Pure]> {
+  let summary = "The head-averaged attention weights of tfm.gathered_attention's query rows";
+  let description = [{
+    q [R, 1, Wq], k [N, S, Wk], key_keep [N, S] i1, rows [R] i32 in [0, N) -> [R, 1, S]:
+    for query row r, the mean over heads h of softmax(q_h k_h^T * scale) over the keys of row
+    rows[r] where key_keep holds; masked keys weigh 0 and a fully masked row is all zeros. Heads
+    are read at the offsets as in tfm.gathered_attention, whose weights these are. Translation's
+    word alignment (`--entries=...,translate,alignment`): the last decoder layer's
+    cross-attention, as Marian's and fairseq's alignments read it.
+  }];
+  let arguments = (ins Tfm_F32<3>:$q, Tfm_KV<3>:$k, Tfm_Bool<2>:$key_keep, Tfm_I32<1>:$rows,
+                       Tfm_HeadCount:$heads, Tfm_HeadCount:$head_dim,
+                       DefaultValuedAttr<Tfm_Offset, "0">:$q_offset, DefaultValuedAttr<Tfm_Offset, "0">:$k_offset,
+                       F64Attr:$scale);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $key_keep `,` $rows attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Tfm_ToBf16Op : Tfm_ExecOp<"to_bf16", "sameAsFirst", [Pure]> {
   let summary = "f32 -> bf16, rounded to nearest (ties to even)";
   let description = [{

@@ -71,7 +71,7 @@ std::vector<CommandSpec> commandSpecs() {
       {"compile", "spec", "model spec (.yaml)", "Compile a model spec to an artifact (or an executable, or print the IR).",
        concat({Options{{"o", Kind::Text, "output path (default <spec name>.tfmx, or <spec name> for an executable)"},
                        {"emit", Kind::Text, "artifact (default), executable (a translation program), or mlir"},
-                       {"entries", Kind::Text, "comma list of forward, gradients, train_step, accumulate, translate"},
+                       {"entries", Kind::Text, "comma list of forward, gradients, train_step, accumulate, translate, alignment (with translate: word alignment)"},
                        {"quiet", Kind::Flag, "print nothing on success"}},
                pipelineOptions()})},
       {"run", "model", "compiled artifact (.tfmx)", "Run the forward (or gradients) entry: loss and tokens/s.", runOptions()},
@@ -139,6 +139,10 @@ std::vector<CommandSpec> commandSpecs() {
         {"output", Kind::Text, "write translations here (default standard output)", "o"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
+        {"alignment", Kind::Text,
+         "hard or soft: append ' ||| ' and the word alignment (last decoder layer's cross-attention; positions of "
+         "pieces, </s> last): hard 'src-out' pairs, soft per output piece its weights (needs an artifact compiled "
+         "with --entries=...,translate,alignment)"},
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
         {"target-prefix", Kind::Text,
          "file: per source line, the start its translation must have (forced, then searched; empty line: none)"},

@@ -145,6 +145,7 @@ struct Job {
   int nBest = 1;
   bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best > 1 or --word-scores)
   bool wordScores = false;  // a last field: per-token log-probabilities
+  enum class Alignment { None, Hard, Soft } alignment = Alignment::None;  // --alignment: a last field
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
   int64_t maxSentences = 0;               // --max-sentences (0: all)
   int64_t outTokens = 0;
@@ -158,6 +159,30 @@ std::string wordScoreField(const std::vector<double> &scores) {
   for (double v : scores) {
     std::snprintf(value, sizeof value, " %.4f", v);
     field += value;
+  }
+  return field;
+}
+
+// " ||| " and the word alignment (--alignment), Marian's formats: `hard`, for each output piece
+// j (</s> last, when emitted) the source piece i it attends to most (</s> last; ties: the first)
+// as "i-j", in output order; `soft`, per output piece its weights over the source pieces,
+// comma-separated, the pieces space-separated.
+std::string alignmentField(const Job &job, const std::vector<std::vector<float>> &rows) {
+  std::string field = " |||";
+  char value[32];
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const std::vector<float> &w = rows[j];
+    if (job.alignment == Job::Alignment::Hard) {
+      if (w.empty()) continue;
+      const size_t i = size_t(std::max_element(w.begin(), w.end()) - w.begin());
+      field += " " + std::to_string(i) + "-" + std::to_string(j);
+      continue;
+    }
+    field += " ";
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::snprintf(value, sizeof value, "%s%.4f", i ? "," : "", double(w[i]));
+      field += value;
+    }
   }
   return field;
 }
@@ -308,6 +333,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);
       lines[order[i]] = score;
       if (job.wordScores) lines[order[i]] += wordScoreField(out[i][0].tokenLogProbs);
+      if (job.alignment != Job::Alignment::None) lines[order[i]] += alignmentField(job, out[i][0].alignment);
       job.logProb += out[i][0].logProb;
       job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
     }
@@ -327,12 +353,17 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       } else {
         text = rendered;
       }
+      if (job.alignment != Job::Alignment::None) text += alignmentField(job, out[i][h].alignment);
     }
     if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
     if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
   }
   if (job.nBestLines)  // one empty hypothesis, scored 0 (nothing was decoded)
-    for (size_t k : empty) lines[k] = std::to_string(first + k) + " |||  ||| 0.0000" + (job.wordScores ? " |||" : "");
+    for (size_t k : empty)
+      lines[k] = std::to_string(first + k) + " |||  ||| 0.0000" + (job.wordScores ? " |||" : "") +
+                 (job.alignment != Job::Alignment::None ? " |||" : "");
+  else if (job.alignment != Job::Alignment::None)
+    for (size_t k : empty) lines[k] = " |||";
   return tfmrt::Status::OK();
 }
 
@@ -409,7 +440,7 @@ int translateCommand(const CommandLine &cl) {
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
-                             "word-scores", "workers"});
+                             "word-scores", "workers", "alignment"});
   if (!unknown.empty()) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -473,6 +504,15 @@ int translateCommand(const CommandLine &cl) {
   job.maxBatchTokens = cl.getInt("max-batch-tokens", 0);
   job.nBest = int(cl.getInt("n-best", 1));
   job.wordScores = cl.has("word-scores");
+  if (cl.has("alignment")) {
+    const std::string a = cl.get("alignment");
+    if (a == "hard") job.alignment = Job::Alignment::Hard;
+    else if (a == "soft") job.alignment = Job::Alignment::Soft;
+    else {
+      std::cerr << "tfmc translate: error: --alignment must be hard or soft, got '" << a << "'\n";
+      return 2;
+    }
+  }
   job.nBestLines = job.nBest > 1 || job.wordScores;
   const int64_t threads = cl.getInt("threads", 0), workers = cl.getInt("workers", 1);
   job.maxSentences = cl.getInt("max-sentences", 0);
@@ -548,6 +588,7 @@ int translateCommand(const CommandLine &cl) {
   search.beam = int(cl.getInt("beam", info.beamSize));
   search.lengthPenalty = cl.getDouble("length-penalty", info.lengthPenalty);
   search.useCache = !cl.has("no-cache");
+  search.alignment = job.alignment != Job::Alignment::None;
   search.nBest = job.nBest;
   search.maxSourceTokens = job.maxBatchTokens;
   search.sample = cl.has("sample");

@@ -300,6 +300,19 @@ std::string gatheredAttention(const ShapeArgs &a, Dims &out) {
   return "";
 }
 
+std::string attentionWeights(const ShapeArgs &a, Dims &out) {
+  const Dims &q = a[0], &k = a[1], &keep = a[2], &rows = a[3];
+  const int64_t width = a.attrInt("heads") * a.attrInt("head_dim");
+  std::string err = columns("q", q, a.attrInt("q_offset"), width);
+  if (err.empty()) err = columns("k", k, a.attrInt("k_offset"), width);
+  if (err.empty()) err = lengthOne("q", q);
+  if (!err.empty()) return err;
+  if (!compatible(keep[0], k[0]) || !compatible(keep[1], k[1])) return mismatch("key_keep must be [N, S] of k", keep, k);
+  if (!compatible(rows[0], q[0])) return mismatch("rows must have one entry per query row", rows, q);
+  out = {merge(q[0], rows[0]), 1, merge(k[1], keep[1])};
+  return "";
+}
+
 std::string weightGrad(const ShapeArgs &a, Dims &out) {
   const Dims &dy = a[0], &x = a[1];
   if (dy.size() != x.size()) return mismatch("dy and x must have the same rank", dy, x);

@@ -41,6 +41,7 @@ double uniformDraw(uint64_t seed, uint64_t sentence, int64_t position) {
 struct Live {
   std::vector<int32_t> tokens;
   std::vector<double> tokenLogProbs;  // one per token
+  std::vector<std::vector<float>> alignment;  // one per token, with SearchOptions::alignment
   double logProb = 0;
   int32_t row = 0;      // its row in the last decoder call (the cache row holding its prefix)
   int32_t sample = 0;   // sampling with beam K: which of the sentence's K samples (keys its draws)
@@ -114,6 +115,9 @@ struct Translator::Decoder {
   virtual Status step(const std::vector<int32_t> &positions, const std::vector<int32_t> &rowSlot,
                       const std::vector<int32_t> &parents, const std::vector<const std::vector<int32_t> *> &prefixes,
                       const Tensor *&logits) = 0;
+  // The last step's attention weights [R, 1, S] (S >= every row's source length), if the decoder
+  // has them (decode_step compiled with alignment).
+  virtual const Tensor *alignment() const { return nullptr; }
 };
 
 namespace {
@@ -235,6 +239,7 @@ public:
     logits = &out_[0];
     return Status::OK();
   }
+  const Tensor *alignment() const override { return out_.size() > 1 ? &out_[1] : nullptr; }
 
 private:
   std::unique_ptr<tfmrt::Session> session_;
@@ -373,6 +378,7 @@ public:
     logits = &mixed_;
     return Status::OK();
   }
+  const Tensor *alignment() const override { return members_[0]->alignment(); }  // the first model's
 
 private:
   std::vector<std::unique_ptr<Translator::Decoder>> members_;
@@ -392,6 +398,14 @@ Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<
     if (!model.artifact().findFunction(entry))
       return tfmrt::notFound(std::string("the model has no '") + entry +
                              "' entry: compile it with --entries=forward,translate");
+  if (o.alignment) {
+    if (!o.useCache)
+      return tfmrt::invalidArgument("word alignment comes from the cached decoder's decode_step, not the full-prefix "
+                                    "reference decoder (drop --no-cache)");
+    if (model.artifact().findFunction("decode_step")->outputs.size() < 2)
+      return tfmrt::invalidArgument("the model's decode_step returns no attention weights: compile it with "
+                                    "--entries=forward,translate,alignment");
+  }
   std::unique_ptr<tfmrt::Session> session;
   TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
   if (o.useCache) {
@@ -461,7 +475,9 @@ Status Translator::create(const std::vector<tfmrt::Model *> &models, const std::
   if (models.size() > 1) {
     std::vector<std::unique_ptr<Decoder>> members(models.size());
     members[0] = std::move(t->decoder_);
-    for (size_t i = 1; i < models.size(); ++i) TFMRT_RETURN_IF_ERROR(makeDecoder(*models[i], o, members[i]));
+    SearchOptions others = o;  // the alignment is the first model's
+    others.alignment = false;
+    for (size_t i = 1; i < models.size(); ++i) TFMRT_RETURN_IF_ERROR(makeDecoder(*models[i], others, members[i]));
     t->decoder_ = std::make_unique<EnsembleDecoder>(std::move(members), w, t->threads_);
   }
   out = std::move(t);
@@ -674,6 +690,15 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     }
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
+    const Tensor *align = o.alignment ? decoder_->alignment() : nullptr;
+    if (o.alignment && (!align || align->shape.size() != 3 || align->shape[0] != R || align->shape[1] != 1 ||
+                        align->shape[2] < inFlightLongest))
+      return tfmrt::internalError("decoder returned attention weights of an unexpected shape");
+    // Row r's weights over sentence n's source pieces and </s>.
+    auto alignRow = [&](int64_t r, int64_t n) {
+      const float *w = align->data<float>() + r * align->shape[2];
+      return std::vector<float>(w, w + srcIds[size_t(n)].size());
+    };
     if (V < 3) return tfmrt::invalidArgument("the target vocabulary needs more than padding and BOS to search over");
     tops.resize(size_t(R));
     if (banned_.size() < size_t(R)) banned_.resize(size_t(R));
@@ -703,6 +728,10 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         f.tokens = h.tokens;
         f.tokenLogProbs = h.tokenLogProbs;
         if (eos) f.tokenLogProbs.push_back(logProb - h.logProb);
+        if (align) {
+          f.alignment = h.alignment;
+          if (eos) f.alignment.push_back(alignRow(h.callRow, n));
+        }
         f.logProb = logProb;
         f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);
         st.finished.push_back(std::move(f));
@@ -728,6 +757,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         } else {
           st.live[0].tokens.push_back(token);
           st.live[0].tokenLogProbs.push_back(logProb - st.live[0].logProb);
+          if (align) st.live[0].alignment.push_back(alignRow(r, n));
           st.live[0].logProb = logProb;
           st.live[0].row = int32_t(r);
           if (lastStep) {
@@ -760,6 +790,10 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
             c.tokens.push_back(token);
             c.tokenLogProbs = h.tokenLogProbs;
             c.tokenLogProbs.push_back(logProb - h.logProb);
+            if (align) {
+              c.alignment = h.alignment;
+              c.alignment.push_back(alignRow(r, n));
+            }
             c.logProb = logProb;
             c.row = int32_t(r);
             c.sample = sample;
@@ -796,6 +830,10 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         h.tokens.push_back(c.token);
         h.tokenLogProbs = st.live[c.j].tokenLogProbs;
         h.tokenLogProbs.push_back(c.logProb - st.live[c.j].logProb);
+        if (align) {
+          h.alignment = st.live[c.j].alignment;
+          h.alignment.push_back(alignRow(st.live[c.j].callRow, n));
+        }
         h.logProb = c.logProb;
         h.row = st.live[c.j].callRow;
         next.push_back(std::move(h));

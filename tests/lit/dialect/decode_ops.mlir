@@ -26,6 +26,24 @@ func.func @decode_layer(%tok: tensor<?x1x8xf32>, %step: tensor<i32>, %parents: t
   return %a, %g : tensor<?x1x8xf32>, tensor<?x1x8xf32>
 }
 
+// Word alignment: the head-averaged weights of a gathered attention's query rows over the keys of
+// their sentences ([R, 1, S]; S stays dynamic), f32 or bf16 keys read at an offset; pure (CSE merges
+// a duplicate, an unused one is removed).
+// CHECK-LABEL: func.func @alignment
+// KEPT-LABEL: func.func @alignment
+func.func @alignment(%q: tensor<?x1x8xf32>, %k: tensor<?x?x10xf32>, %kb: tensor<3x5x8xbf16>, %keep: tensor<?x?xi1>,
+                     %keep3: tensor<3x5xi1>, %rows: tensor<?xi32>) -> (tensor<?x1x?xf32>, tensor<?x1x?xf32>, tensor<?x1x5xf32>) {
+  // CHECK: tfm.attention_weights %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {head_dim = 4 : i64, heads = 2 : i64, k_offset = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<?x1x8xf32>, tensor<?x?x10xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x?xf32>
+  // KEPT-COUNT-2: tfm.attention_weights
+  // KEPT-NOT: tfm.attention_weights
+  %w = tfm.attention_weights %q, %k, %keep, %rows {heads = 2, head_dim = 4, k_offset = 2, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x10xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x?xf32>
+  %same = tfm.attention_weights %q, %k, %keep, %rows {heads = 2, head_dim = 4, k_offset = 2, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x10xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x?xf32>
+  %unused = tfm.attention_weights %q, %k, %keep, %rows {heads = 1, head_dim = 8, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<?x?x10xf32>, tensor<?x?xi1>, tensor<?xi32>) -> tensor<?x1x?xf32>
+  // CHECK: tfm.attention_weights {{.*}} : (tensor<?x1x8xf32>, tensor<3x5x8xbf16>, tensor<3x5xi1>, tensor<?xi32>) -> tensor<?x1x5xf32>
+  %b = tfm.attention_weights %q, %kb, %keep3, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<3x5x8xbf16>, tensor<3x5xi1>, tensor<?xi32>) -> tensor<?x1x5xf32>
+  return %w, %same, %b : tensor<?x1x?xf32>, tensor<?x1x?xf32>, tensor<?x1x5xf32>
+}
+
 // Continuous batching: one position per row (step [R]).
 // CHECK-LABEL: func.func @per_row_positions
 // CHECK: tfm.add_position_at %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x1x8xf32>, tensor<16x8xf32>, tensor<?xi32>) -> tensor<?x1x8xf32>

@@ -677,6 +677,27 @@ func.func @gathered_attention_rows(%q: tensor<3x1x8xf32>, %kv: tensor<2x5x8xf32>
 }
 
 // -----
+func.func @attention_weights_rows(%q: tensor<3x1x8xf32>, %k: tensor<2x5x8xf32>, %keep: tensor<2x5xi1>, %rows: tensor<4xi32>) {
+  // expected-error @+1 {{rows must have one entry per query row: [4] vs [3, 1, 8]}}
+  %0 = tfm.attention_weights %q, %k, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<3x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5xi1>, tensor<4xi32>) -> tensor<3x1x5xf32>
+  return
+}
+
+// -----
+func.func @attention_weights_k_offset(%q: tensor<?x1x8xf32>, %k: tensor<2x5x8xf32>, %keep: tensor<2x5xi1>, %rows: tensor<?xi32>) {
+  // expected-error @+1 {{k columns [1, 9) exceed its width 8: [2, 5, 8]}}
+  %0 = tfm.attention_weights %q, %k, %keep, %rows {heads = 2, head_dim = 4, k_offset = 1, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5xi1>, tensor<?xi32>) -> tensor<?x1x5xf32>
+  return
+}
+
+// -----
+func.func @attention_weights_result(%q: tensor<?x1x8xf32>, %k: tensor<2x5x8xf32>, %keep: tensor<2x5xi1>, %rows: tensor<?xi32>) {
+  // expected-error @+1 {{result shape [?, 1, 6] does not match the inferred [?, 1, 5]}}
+  %0 = tfm.attention_weights %q, %k, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5xi1>, tensor<?xi32>) -> tensor<?x1x6xf32>
+  return
+}
+
+// -----
 func.func @gathered_attention_keep(%q: tensor<?x1x8xf32>, %kv: tensor<2x5x8xf32>, %keep: tensor<2x4xi1>, %rows: tensor<?xi32>) {
   // expected-error @+1 {{key_keep must be [N, S] of k: [2, 4] vs [2, 5, 8]}}
   %0 = tfm.gathered_attention %q, %kv, %kv, %keep, %rows {heads = 2, head_dim = 4, scale = 0.5 : f64} : (tensor<?x1x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x4xi1>, tensor<?xi32>) -> tensor<?x1x8xf32>

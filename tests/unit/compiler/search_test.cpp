@@ -1003,3 +1003,124 @@ TEST(Search, SamplingWithBeamDrawsIndependentSamples) {
 }
 
 }  // namespace
+
+namespace {
+
+// Word alignment (SearchOptions::alignment; decode_step compiled with --entries=...,translate,alignment).
+std::unique_ptr<tfmrt::Model> alignmentModel(const std::string &spec) {
+  tfmc::ModelSpec parsed;
+  if (!tfmc::test::parseSpec(spec, parsed)) return nullptr;
+  tfmc::PipelineOptions pipeline;
+  pipeline.translate = true;
+  pipeline.alignment = true;
+  auto model = compileAndLoad(parsed, tfmrt::KernelBackend::Dnnl, pipeline);
+  if (model) EXPECT_TRUE(model->loadWeights(kSource + "/tests/golden/" + spec + ".weights.safetensors").ok());
+  return model;
+}
+
+// Forced decoding's alignment equals the reference model's last-layer cross-attention weights,
+// averaged over heads (tests/reference/gen_alignment_golden.py: PyTorch, float64, teacher-forced),
+// for sources of 1-8 pieces and targets of 0-10, with 2 slots for 4 sentences (continuous
+// batching: rows at different positions, slots refilled).
+TEST(Alignment, ForcedDecodingEqualsTheReferenceCrossAttention) {
+  for (const char *spec : {"tiny", "tiny-prenorm"}) {
+    SCOPED_TRACE(spec);
+    auto model = alignmentModel(spec);
+    ASSERT_TRUE(model);
+    tfmrt::TensorMap golden;
+    ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/" + spec + ".alignment.safetensors", golden).ok());
+    std::vector<std::vector<int32_t>> sources, targets;
+    for (size_t i = 0; golden.count("src." + std::to_string(i)); ++i) {
+      const tfmrt::Tensor &s = golden.at("src." + std::to_string(i)), &t = golden.at("tgt." + std::to_string(i));
+      sources.emplace_back(s.data<int32_t>(), s.data<int32_t>() + s.numel());
+      targets.emplace_back(t.data<int32_t>(), t.data<int32_t>() + t.numel());
+    }
+    ASSERT_EQ(sources.size(), 4u);
+    tfmdata::SearchOptions o;
+    o.alignment = true;
+    o.maxSentences = 2;
+    std::unique_ptr<tfmdata::Translator> tr;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, tr).ok());
+    std::vector<std::vector<tfmdata::Hypothesis>> out;
+    ASSERT_TRUE(tr->score(sources, targets, out).ok());
+    for (size_t i = 0; i < sources.size(); ++i) {
+      SCOPED_TRACE("pair " + std::to_string(i));
+      const tfmrt::Tensor &expected = golden.at("alignment." + std::to_string(i));
+      const std::vector<std::vector<float>> &rows = out[i][0].alignment;
+      ASSERT_EQ(int64_t(rows.size()), expected.shape[0]);  // the target's tokens, then </s>
+      for (size_t j = 0; j < rows.size(); ++j) {
+        ASSERT_EQ(int64_t(rows[j].size()), expected.shape[1]);  // the source's pieces, then </s>
+        for (size_t p = 0; p < rows[j].size(); ++p)
+          EXPECT_NEAR(rows[j][p], expected.data<float>()[int64_t(j) * expected.shape[1] + int64_t(p)], 2e-5)
+              << "row " << j << " source " << p;
+      }
+    }
+  }
+}
+
+// The search carries each hypothesis' alignment through beam re-ranking and cache reordering:
+// every n-best hypothesis' rows equal forced decoding's rows for its tokens (an output cut at the
+// length limit has no </s> row). Translations do not change with the alignment on.
+TEST(Alignment, BeamHypothesesCarryTheirOwnRows) {
+  auto model = alignmentModel("tiny");
+  ASSERT_TRUE(model);
+  const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}, {40, 41}};
+  tfmdata::SearchOptions o;
+  o.beam = 4;
+  o.nBest = 4;
+  o.maxSentences = 2;
+  std::vector<std::vector<tfmdata::Hypothesis>> plain, aligned, forced;
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, plain).ok());
+  o.alignment = true;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  ASSERT_TRUE(t->translate(sources, aligned).ok());
+  size_t checked = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(aligned[i].size(), plain[i].size());
+    for (size_t k = 0; k < aligned[i].size(); ++k) {
+      SCOPED_TRACE("sentence " + std::to_string(i) + " hypothesis " + std::to_string(k));
+      const tfmdata::Hypothesis &h = aligned[i][k];
+      EXPECT_EQ(h.tokens, plain[i][k].tokens);
+      EXPECT_EQ(h.alignment.size(), h.tokenLogProbs.size());
+      ASSERT_TRUE(t->score({sources[i]}, {h.tokens}, forced).ok());
+      const std::vector<std::vector<float>> &want = forced[0][0].alignment;  // tokens, then </s>
+      ASSERT_GE(want.size(), h.alignment.size());
+      ASSERT_GE(h.alignment.size() + 1, want.size());
+      for (size_t j = 0; j < h.alignment.size(); ++j) {
+        ASSERT_EQ(h.alignment[j].size(), sources[i].size() + 1);
+        double sum = 0;
+        for (size_t p = 0; p < h.alignment[j].size(); ++p) {
+          EXPECT_NEAR(h.alignment[j][p], want[j][p], 1e-5) << "row " << j;
+          sum += h.alignment[j][p];
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 50u);
+}
+
+TEST(Alignment, Refusals) {
+  auto model = alignmentModel("tiny");
+  ASSERT_TRUE(model);
+  tfmdata::SearchOptions o;
+  o.alignment = true;
+  o.useCache = false;
+  std::unique_ptr<tfmdata::Translator> t;
+  tfmrt::Status s = tfmdata::Translator::create(*model, o, t);
+  EXPECT_NE(s.message().find("drop --no-cache"), std::string::npos) << s.message();
+  auto without = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(without);
+  o.useCache = true;
+  s = tfmdata::Translator::create(*without, o, t);
+  EXPECT_NE(s.message().find("--entries=forward,translate,alignment"), std::string::npos) << s.message();
+  // In an ensemble the alignment is the first model's: the second need not have it.
+  ASSERT_TRUE(without->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  EXPECT_TRUE(tfmdata::Translator::create({model.get(), without.get()}, {}, o, t).ok());
+  EXPECT_FALSE(tfmdata::Translator::create({without.get(), model.get()}, {}, o, t).ok());
+}
+
+}  // namespace

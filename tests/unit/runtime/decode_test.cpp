@@ -726,6 +726,80 @@ TEST(Bf16KeysAndValues, StepAttentionEqualsF32OnTheWidenedValues) {
   }
 }
 
+// tfm.attention_weights (the translator's word alignment) against its definition written out
+// here: per row, the mean over heads of softmax(q_h k_h^T * scale) over the sentence's kept keys,
+// with q and k read at offsets in wider buffers, holes in the mask, NaN in masked keys (stale
+// slots: never read), and a fully masked sentence (zeros); then the same weights times V give
+// tfm.gathered_attention's output (one head: the weights are that head's), and bf16 keys equal
+// f32 keys widened.
+TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
+  const int64_t R = 7, N = 3, S = 13, H = 4, dk = 16, D = H * dk, qOff = 5, kOff = 3;
+  Tensor q = randomF32({R, 1, D + qOff + 2}, 51), k = randomF32({N, S, D + kOff}, 52);
+  std::vector<uint8_t> keepBits(size_t(N * S), 1);
+  for (int64_t s : {1, 4, 12}) keepBits[size_t(s)] = 0;             // sentence 0: holes
+  for (int64_t s = 6; s < S; ++s) keepBits[size_t(S + s)] = 0;      // sentence 1: 6 keys
+  for (int64_t s = 0; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;  // sentence 2: none
+  for (int64_t i = 0; i < N * S; ++i)
+    if (!keepBits[size_t(i)])
+      for (int64_t j = 0; j < D + kOff; ++j) k.data<float>()[i * (D + kOff) + j] = std::nanf("");
+  Tensor keep = Tensor::boolean({N, S}, keepBits), rows = Tensor::i32({R}, {0, 1, 2, 1, 0, 0, 1});
+  Attrs attrs = stepAttrs(H, dk, qOff);
+  attrs["k_offset"] = AttrValue::ofInt(kOff);
+  const double scale = 1.0 / std::sqrt(double(dk));
+  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
+    Tensor w = SingleOp("tfm.attention_weights", {{q}, {k}, {keep}, {rows}}, attrs).run(backend);
+    ASSERT_EQ(w.shape, (Shape{R, 1, S}));
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t n = rows.data<int32_t>()[r];
+      std::vector<double> expected(size_t(S), 0.0);
+      for (int64_t h = 0; h < H; ++h) {
+        std::vector<double> e(size_t(S), 0.0);
+        double mx = -INFINITY, sum = 0;
+        for (int64_t p = 0; p < S; ++p) {
+          if (!keepBits[size_t(n * S + p)]) continue;
+          double dot = 0;
+          for (int64_t j = 0; j < dk; ++j)
+            dot += double(q.data<float>()[r * (D + qOff + 2) + qOff + h * dk + j]) *
+                   double(k.data<float>()[(n * S + p) * (D + kOff) + kOff + h * dk + j]);
+          e[size_t(p)] = dot * scale;
+          mx = std::max(mx, e[size_t(p)]);
+        }
+        if (mx == -INFINITY) continue;
+        for (int64_t p = 0; p < S; ++p)
+          if (keepBits[size_t(n * S + p)]) sum += (e[size_t(p)] = std::exp(e[size_t(p)] - mx));
+        for (int64_t p = 0; p < S; ++p)
+          if (keepBits[size_t(n * S + p)]) expected[size_t(p)] += e[size_t(p)] / sum / double(H);
+      }
+      double total = 0;
+      for (int64_t p = 0; p < S; ++p) {
+        EXPECT_NEAR(w.data<float>()[r * S + p], expected[size_t(p)], 1e-6) << "row " << r << " key " << p;
+        total += w.data<float>()[r * S + p];
+      }
+      EXPECT_NEAR(total, n == 2 ? 0.0 : 1.0, 1e-5) << "row " << r;
+    }
+  }
+  // One head: sum_p w_p v_p is gathered attention's output.
+  const int64_t dk1 = 32;
+  Tensor q1 = randomF32({R, 1, dk1}, 53), k1 = randomF32({N, S, dk1}, 54), v1 = randomF32({N, S, dk1}, 55);
+  Attrs one = stepAttrs(1, dk1);
+  Tensor w1 = SingleOp("tfm.attention_weights", {{q1}, {k1}, {keep}, {rows}}, one).run(KernelBackend::Dnnl);
+  Tensor ctx = SingleOp("tfm.gathered_attention", {{q1}, {k1}, {v1}, {keep}, {rows}}, one).run(KernelBackend::Reference);
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t n = rows.data<int32_t>()[r];
+    for (int64_t j = 0; j < dk1; ++j) {
+      double y = 0;
+      for (int64_t p = 0; p < S; ++p)
+        if (keepBits[size_t(n * S + p)]) y += double(w1.data<float>()[r * S + p]) * double(v1.data<float>()[(n * S + p) * dk1 + j]);
+      EXPECT_NEAR(ctx.data<float>()[r * dk1 + j], y, 1e-5) << "row " << r << " column " << j;
+    }
+  }
+  // bf16 keys: the weights of the widened keys.
+  Tensor kb = asBf16(k1);
+  Tensor wb = SingleOp("tfm.attention_weights", {{q1}, {kb}, {keep}, {rows}}, one).run(KernelBackend::Dnnl);
+  Tensor ww = SingleOp("tfm.attention_weights", {{q1}, {widened(kb)}, {keep}, {rows}}, one).run(KernelBackend::Dnnl);
+  EXPECT_TRUE(allClose(wb, ww, 0.0, 0.0));
+}
+
 // tfm.to_bf16 rounds to nearest, ties to even, on both backends: exact halfway cases both ways,
 // values just past halfway, a negative, a large finite value (3e38: the rounding carries into
 // the exponent), NaN (stays NaN), signed zeros, and a tensor long enough for the fast kernel's

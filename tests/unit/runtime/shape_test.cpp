@@ -101,8 +101,8 @@ TEST(OpSchema, EveryOpHasAReferenceKernel) {
   }
   // 17 primitive ops + tfm.fused_attention + linear, add_layer_norm, concat, slice_last,
   // last_position + 10 gradient ops + lr_schedule, adam_update, grad_accumulate + cache_reorder, cache_write,
-  // cached_attention, gathered_attention, add_position_at, to_bf16 + log_softmax
-  EXPECT_EQ(opSchemas().size(), 43u);
+  // cached_attention, gathered_attention, add_position_at, to_bf16 + log_softmax + attention_weights
+  EXPECT_EQ(opSchemas().size(), 44u);
 }
 
 TEST(OpSchema, FastKernelsAreRegistered) {

@@ -70,6 +70,12 @@ struct SearchOptions {
   int topK = 0;
   double topP = 1.0;
   uint64_t seed = 0;
+  // Word alignment (Marian's --alignment, fairseq's --print-alignment): every hypothesis also
+  // carries, per output token (</s> included when emitted), the head-averaged cross-attention
+  // weights of the last decoder layer over the source pieces (</s> included). Needs the cached
+  // decoder and an artifact compiled with --entries=...,translate,alignment; in an ensemble, the
+  // first model's weights.
+  bool alignment = false;
 };
 
 // The most output tokens (before </s>) the search gives a source of `sourceTokens` tokens (EOS not
@@ -87,6 +93,9 @@ struct Hypothesis {
   std::vector<double> tokenLogProbs;
   double logProb = 0;           // sum of the tokens' log-probabilities (EOS included when emitted)
   double score = 0;             // logProb under the length penalty: what the search ranks by
+  // With SearchOptions::alignment: per entry of tokenLogProbs, the token's attention weights over
+  // the source pieces and the source's </s> (each row sums to 1); else empty.
+  std::vector<std::vector<float>> alignment;
 };
 
 // Holds a Session of the model (arenas, plans, the K/V cache) across batches, so the runtime

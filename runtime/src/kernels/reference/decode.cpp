@@ -1,5 +1,7 @@
 // Incremental decoding: tfm.cache_reorder, tfm.cache_write, tfm.add_position_at and the plain
-// tfm.cached_attention / tfm.gathered_attention the fast kernels are tested against.
+// tfm.cached_attention / tfm.gathered_attention the fast kernels are tested against, and
+// tfm.attention_weights.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -133,6 +135,65 @@ private:
   decode::StepAttentionAttrs attrs_;
 };
 
+// tfm.attention_weights: per query row, the heads' softmax weights over its sentence's kept keys,
+// averaged over the heads (the translator's word alignment). The only kernel of the op: one
+// row of S weights per hypothesis and step, small next to the attention itself; rows in parallel.
+class AttentionWeightsKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.attention_weights"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    attrs_.read(*info.node, true);
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) const override {
+    const int64_t N = a.inputs[1].dim(0);
+    TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[3], N, "rows"));
+    if (a.inputs[1].dtype == DType::BF16) return run<uint16_t>(a);
+    return run<float>(a);
+  }
+
+private:
+  template <typename KV>
+  Status run(const KernelArgs &a) const {
+    const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
+    const int64_t S = a.inputs[1].dim(1), Wk = a.inputs[1].dim(2), dk = attrs_.headDim, H = attrs_.heads;
+    const int32_t *rows = a.inputs[3].as<int32_t>();
+    const uint8_t *keep = a.inputs[2].as<uint8_t>();
+    const float *q = a.inputs[0].as<float>();
+    const KV *k = a.inputs[1].as<KV>();
+    float *y = a.outputs[0].as<float>();
+#pragma omp parallel for schedule(static) if (R * S * H * dk >= (int64_t(1) << 16))
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t n = rows[r];
+      float *out = y + r * S;
+      for (int64_t p = 0; p < S; ++p) out[p] = 0;
+      std::vector<float> scores(static_cast<size_t>(S));
+      for (int64_t h = 0; h < H; ++h) {
+        const float *qh = q + r * Wq + attrs_.qOffset + h * dk;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t p = 0; p < S; ++p) {
+          if (!keep[n * S + p]) continue;
+          const KV *kp = k + (n * S + p) * Wk + attrs_.kOffset + h * dk;
+          float s = 0;
+          for (int64_t j = 0; j < dk; ++j) s += qh[j] * decode::kvFloat(kp[j]);
+          scores[size_t(p)] = s * attrs_.scale;
+          mx = std::max(mx, scores[size_t(p)]);
+        }
+        if (mx == -std::numeric_limits<float>::infinity()) break;  // fully masked: zeros
+        double sum = 0;
+        for (int64_t p = 0; p < S; ++p)
+          if (keep[n * S + p]) sum += (scores[size_t(p)] = std::exp(scores[size_t(p)] - mx));
+        const float weight = float(1.0 / (sum * double(H)));
+        for (int64_t p = 0; p < S; ++p)
+          if (keep[n * S + p]) out[p] += scores[size_t(p)] * weight;
+      }
+    }
+    return Status::OK();
+  }
+
+  decode::StepAttentionAttrs attrs_;
+};
+
 // f32 -> bf16 (nearest even), one element after another.
 class ToBf16Kernel final : public Kernel {
 public:
@@ -157,6 +218,7 @@ void registerReferenceDecode(KernelRegistry &r) {
   r.add(referenceKey("tfm.add_position_at"), makeKernel<AddPositionAtKernel>);
   r.add(referenceKey("tfm.cached_attention"), makeKernel<CachedAttentionKernel>);
   r.add(referenceKey("tfm.gathered_attention"), makeKernel<GatheredAttentionKernel>);
+  r.add(referenceKey("tfm.attention_weights"), makeKernel<AttentionWeightsKernel>);
 }
 
 }  // namespace tfmrt
