@@ -167,7 +167,9 @@ private:
       const int64_t n = rows[r];
       float *out = y + r * S;
       for (int64_t p = 0; p < S; ++p) out[p] = 0;
-      std::vector<float> scores(static_cast<size_t>(S));
+      thread_local std::vector<float> scoresOfThread;  // sessions on several threads may run this at once
+      std::vector<float> &scores = scoresOfThread;
+      scores.resize(size_t(S));
       for (int64_t h = 0; h < H; ++h) {
         const float *qh = q + r * Wq + attrs_.qOffset + h * dk;
         float mx = -std::numeric_limits<float>::infinity();
@@ -175,6 +177,7 @@ private:
           if (!keep[n * S + p]) continue;
           const KV *kp = k + (n * S + p) * Wk + attrs_.kOffset + h * dk;
           float s = 0;
+#pragma omp simd reduction(+ : s)
           for (int64_t j = 0; j < dk; ++j) s += qh[j] * decode::kvFloat(kp[j]);
           scores[size_t(p)] = s * attrs_.scale;
           mx = std::max(mx, scores[size_t(p)]);
