@@ -225,7 +225,8 @@ private:
   //   encode(src [N, S]) -> memory [N, S, D], then per decoder layer l its cross-attention
   //     cross_k.l, cross_v.l [N, S, D]: computed once per sentence.
   //   decode_step(tokens [R, 1], step [R], parents [R], rows [R], src [N, S], cross_k.0,
-  //     cross_v.0, ...) -> log_probs [R, 1, V]: one new token per hypothesis, row r at position
+  //     cross_v.0, ...) -> log_probs [R, 1, V] (and, with ImportOptions::alignment, alignment
+  //     [R, 1, S]: the last layer's cross-attention weights): one new token per hypothesis, row r at position
   //     step[r] (rows differ when sentences enter the batch as others finish: continuous
   //     batching). Row r continues row parents[r] of the previous step (the caches are reordered
   //     in place first) and belongs to sentence rows[r] of the encoded batch (its slot). The

@@ -65,6 +65,8 @@ commands:
       tokens instead (beam 1). --input - translates standard input as lines arrive, writing each
       batch in input order without waiting for the end. --no-cache runs the reference decoder
       (the whole prefix every step). With references, prints corpus BLEU (13a tokenization).
+      --alignment hard|soft appends the word alignment (compile with
+      --entries=forward,translate,alignment). tfmc translate --help lists every option.
   tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
       Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
       model specs expect); --vocab must equal the spec's vocabulary sizes.

@@ -46,7 +46,7 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
                "--reference file, --score-reference, --target-prefix file, --max-sentences N, --no-cache,\n"
                "--sample [--top-k K] [--top-p P] [--temperature T] [--seed N], --min-length N, --no-repeat-ngram-size N,\n"
                "--max-length-ratio R, --max-length-offset N, --kernels=dnnl|reference, --threads N, --workers N,\n"
-               "--profile.\n",
+               "--word-scores, --alignment hard|soft (if compiled with --entries=...,translate,alignment), --profile.\n",
                argv0, model.c_str());
 }
 

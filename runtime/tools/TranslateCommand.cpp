@@ -163,18 +163,20 @@ std::string wordScoreField(const std::vector<double> &scores) {
   return field;
 }
 
-// " ||| " and the word alignment (--alignment), Marian's formats: `hard`, for each output piece
-// j (</s> last, when emitted) the source piece i it attends to most (</s> last; ties: the first)
-// as "i-j", in output order; `soft`, per output piece its weights over the source pieces,
-// comma-separated, the pieces space-separated.
-std::string alignmentField(const Job &job, const std::vector<std::vector<float>> &rows) {
+// " ||| " and the word alignment (--alignment) of an output of `outputPieces` pieces (its rows:
+// those pieces', then </s>'s when it was emitted). `hard`, as fairseq's --print-alignment: for
+// each output piece j the source piece i it attends to most (ties: the first) as "i-j", in output
+// order, </s> left out on both sides (indices below the piece counts); `soft`, as Marian's: per
+// row (</s> included) the weights over the source pieces and </s>, comma-separated, rows
+// space-separated.
+std::string alignmentField(const Job &job, const std::vector<std::vector<float>> &rows, size_t outputPieces) {
   std::string field = " |||";
   char value[32];
   for (size_t j = 0; j < rows.size(); ++j) {
     const std::vector<float> &w = rows[j];
     if (job.alignment == Job::Alignment::Hard) {
-      if (w.empty()) continue;
-      const size_t i = size_t(std::max_element(w.begin(), w.end()) - w.begin());
+      if (j >= outputPieces || w.size() < 2) continue;  // </s>'s row; a source of </s> alone
+      const size_t i = size_t(std::max_element(w.begin(), w.end() - 1) - w.begin());
       field += " " + std::to_string(i) + "-" + std::to_string(j);
       continue;
     }
@@ -319,7 +321,10 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     std::fprintf(stderr, "\rtranslated %zu/%zu%s", done, order.size(), done == order.size() ? "\n" : "");
     reported = done;
   };
-  lines.assign(sources.size(), targets ? "nan" : "");
+  // Unscored references: 'nan' and the fields a scored line has, empty.
+  lines.assign(sources.size(), targets ? std::string("nan") + (job.wordScores ? " |||" : "") +
+                                             (job.alignment != Job::Alignment::None ? " |||" : "")
+                                       : "");
   // Errors name a reference or prefix by its line (sentence id + 1).
   TFMRT_RETURN_IF_ERROR(onWorkers(job, in, forced, sentenceIds, out, report,
                                   [&](tfmdata::Translator &t, Part &p, const Progress &progressOf) {
@@ -333,7 +338,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       std::snprintf(score, sizeof score, "%.4f", out[i][0].logProb);
       lines[order[i]] = score;
       if (job.wordScores) lines[order[i]] += wordScoreField(out[i][0].tokenLogProbs);
-      if (job.alignment != Job::Alignment::None) lines[order[i]] += alignmentField(job, out[i][0].alignment);
+      if (job.alignment != Job::Alignment::None)
+        lines[order[i]] += alignmentField(job, out[i][0].alignment, out[i][0].tokens.size());
       job.logProb += out[i][0].logProb;
       job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
     }
@@ -353,7 +359,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       } else {
         text = rendered;
       }
-      if (job.alignment != Job::Alignment::None) text += alignmentField(job, out[i][h].alignment);
+      if (job.alignment != Job::Alignment::None) text += alignmentField(job, out[i][h].alignment, out[i][h].tokens.size());
     }
     if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
     if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;

@@ -2,6 +2,7 @@
 safetensors_io, or in the stored files). Also checks that each <name>.grads.safetensors exists and
 has exactly the weights file's tensor names and shapes, float32 and finite (values are not
 recomputed here; gen_golden.py checks them against finite differences), and that each
+<name>.alignment.safetensors (gen_alignment_golden.py) recomputed in float32 within --tol, that each
 <name>.adam.safetensors exists with step1/, step2/, grad1/ and grad2/ entries for exactly the
 weights file's names and shapes, scalars loss1/loss2/eval_loss1/lr1/lr2, float32 and finite,
 eval_loss1 equal to the io loss, lr1/lr2 equal to the spec's schedule, loss2 < loss1, the dropout
@@ -24,6 +25,24 @@ sys.path.insert(0, HERE)
 import safetensors_io  # noqa: E402
 import transformer_ref as ref  # noqa: E402
 from gen_golden import ADAM_STEPS, SPECS, lr_at, training_hparams  # noqa: E402
+import gen_alignment_golden  # noqa: E402
+
+
+def check_alignment(spec, model, golden, tol):
+    """<name>.alignment.safetensors: every pair's rows recomputed in float32 (gen_alignment_golden)."""
+    name = spec["name"]
+    stored = safetensors_io.load(os.path.join(golden, f"{name}.alignment.safetensors"))
+    worst, i = 0.0, 0
+    while f"src.{i}" in stored:
+        src, tgt = stored[f"src.{i}"].tolist(), stored[f"tgt.{i}"].tolist()
+        w = gen_alignment_golden.alignment(model, spec, src, tgt)
+        if w.shape != stored[f"alignment.{i}"].shape:
+            print(f"{name}: alignment {i} has shape {stored[f'alignment.{i}'].shape}, recomputed {w.shape}")
+            return False
+        worst = max(worst, float(np.abs(w - stored[f"alignment.{i}"]).max()))
+        i += 1
+    print(f"{name}: {i} alignments, max|d| = {worst:.3e}  (tol {tol:g})")
+    return i > 0 and worst <= tol
 
 
 def check_grads(name, golden):
@@ -153,7 +172,8 @@ def check(spec_rel, tol):
     print(f"{name}: max|dlogit| = {diff:.3e}  |dloss| = {ldiff:.3e}  (tol {tol:g})")
     grads_ok = check_grads(name, golden)
     adam_ok = check_adam(spec, golden, io, tol)
-    return diff <= tol and ldiff <= tol and grads_ok and adam_ok
+    alignment_ok = check_alignment(spec, model, golden, tol)
+    return diff <= tol and ldiff <= tol and grads_ok and adam_ok and alignment_ok
 
 
 def main():

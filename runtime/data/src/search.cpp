@@ -41,7 +41,9 @@ double uniformDraw(uint64_t seed, uint64_t sentence, int64_t position) {
 struct Live {
   std::vector<int32_t> tokens;
   std::vector<double> tokenLogProbs;  // one per token
-  std::vector<std::vector<float>> alignment;  // one per token, with SearchOptions::alignment
+  // With SearchOptions::alignment, one row per token (the source's pieces and </s>), flat: an
+  // extension copies one buffer, not a vector per token.
+  std::vector<float> alignment;
   double logProb = 0;
   int32_t row = 0;      // its row in the last decoder call (the cache row holding its prefix)
   int32_t sample = 0;   // sampling with beam K: which of the sentence's K samples (keys its draws)
@@ -403,8 +405,8 @@ Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<
       return tfmrt::invalidArgument("word alignment comes from the cached decoder's decode_step, not the full-prefix "
                                     "reference decoder (drop --no-cache)");
     if (model.artifact().findFunction("decode_step")->outputs.size() < 2)
-      return tfmrt::invalidArgument("the model's decode_step returns no attention weights: compile it with "
-                                    "--entries=forward,translate,alignment");
+      return tfmrt::invalidArgument("the model's decode_step returns no attention weights (in an ensemble, the first "
+                                    "model's): compile it with --entries=forward,translate,alignment");
   }
   std::unique_ptr<tfmrt::Session> session;
   TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
@@ -691,13 +693,13 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     const int64_t V = logits->shape.back();
     if (logits->numel() != R * V) return tfmrt::internalError("decoder returned logits of an unexpected shape");
     const Tensor *align = o.alignment ? decoder_->alignment() : nullptr;
-    if (o.alignment && (!align || align->shape.size() != 3 || align->shape[0] != R || align->shape[1] != 1 ||
-                        align->shape[2] < inFlightLongest))
+    if (o.alignment && (!align || align->dtype != tfmrt::DType::F32 || align->shape.size() != 3 ||
+                        align->shape[0] != R || align->shape[1] != 1 || align->shape[2] < inFlightLongest))
       return tfmrt::internalError("decoder returned attention weights of an unexpected shape");
-    // Row r's weights over sentence n's source pieces and </s>.
-    auto alignRow = [&](int64_t r, int64_t n) {
+    // Appends row r's weights over sentence n's source pieces and </s> to `rows`.
+    auto appendRow = [&](std::vector<float> &rows, int64_t r, int64_t n) {
       const float *w = align->data<float>() + r * align->shape[2];
-      return std::vector<float>(w, w + srcIds[size_t(n)].size());
+      rows.insert(rows.end(), w, w + srcIds[size_t(n)].size());
     };
     if (V < 3) return tfmrt::invalidArgument("the target vocabulary needs more than padding and BOS to search over");
     tops.resize(size_t(R));
@@ -729,8 +731,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         f.tokenLogProbs = h.tokenLogProbs;
         if (eos) f.tokenLogProbs.push_back(logProb - h.logProb);
         if (align) {
-          f.alignment = h.alignment;
-          if (eos) f.alignment.push_back(alignRow(h.callRow, n));
+          std::vector<float> rows = h.alignment;
+          if (eos) appendRow(rows, h.callRow, n);
+          const size_t width = srcIds[size_t(n)].size();
+          for (size_t at = 0; at < rows.size(); at += width)
+            f.alignment.emplace_back(rows.begin() + long(at), rows.begin() + long(at + width));
         }
         f.logProb = logProb;
         f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);
@@ -757,7 +762,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         } else {
           st.live[0].tokens.push_back(token);
           st.live[0].tokenLogProbs.push_back(logProb - st.live[0].logProb);
-          if (align) st.live[0].alignment.push_back(alignRow(r, n));
+          if (align) appendRow(st.live[0].alignment, r, n);
           st.live[0].logProb = logProb;
           st.live[0].row = int32_t(r);
           if (lastStep) {
@@ -792,7 +797,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
             c.tokenLogProbs.push_back(logProb - h.logProb);
             if (align) {
               c.alignment = h.alignment;
-              c.alignment.push_back(alignRow(r, n));
+              appendRow(c.alignment, r, n);
             }
             c.logProb = logProb;
             c.row = int32_t(r);
@@ -832,7 +837,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         h.tokenLogProbs.push_back(c.logProb - st.live[c.j].logProb);
         if (align) {
           h.alignment = st.live[c.j].alignment;
-          h.alignment.push_back(alignRow(st.live[c.j].callRow, n));
+          appendRow(h.alignment, st.live[c.j].callRow, n);
         }
         h.logProb = c.logProb;
         h.row = st.live[c.j].callRow;

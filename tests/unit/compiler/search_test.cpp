@@ -1058,49 +1058,92 @@ TEST(Alignment, ForcedDecodingEqualsTheReferenceCrossAttention) {
   }
 }
 
-// The search carries each hypothesis' alignment through beam re-ranking and cache reordering:
-// every n-best hypothesis' rows equal forced decoding's rows for its tokens (an output cut at the
-// length limit has no </s> row). Translations do not change with the alignment on.
-TEST(Alignment, BeamHypothesesCarryTheirOwnRows) {
+// The search carries each hypothesis' alignment through beam re-ranking and cache reordering, and
+// through sampling with beam K (K samples from one start): every n-best hypothesis' rows equal
+// forced decoding's rows for its tokens (an output cut at the length limit has no </s> row).
+// Translations do not change with the alignment on.
+TEST(Alignment, HypothesesCarryTheirOwnRows) {
   auto model = alignmentModel("tiny");
   ASSERT_TRUE(model);
   const std::vector<std::vector<int32_t>> sources{{5, 9, 13, 7, 21}, {30}, {11, 12, 13, 14, 15, 16, 17, 18}, {4, 4}, {40, 41}};
-  tfmdata::SearchOptions o;
-  o.beam = 4;
-  o.nBest = 4;
-  o.maxSentences = 2;
-  std::vector<std::vector<tfmdata::Hypothesis>> plain, aligned, forced;
-  std::unique_ptr<tfmdata::Translator> t;
-  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
-  ASSERT_TRUE(t->translate(sources, plain).ok());
-  o.alignment = true;
-  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
-  ASSERT_TRUE(t->translate(sources, aligned).ok());
-  size_t checked = 0;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    ASSERT_EQ(aligned[i].size(), plain[i].size());
-    for (size_t k = 0; k < aligned[i].size(); ++k) {
-      SCOPED_TRACE("sentence " + std::to_string(i) + " hypothesis " + std::to_string(k));
-      const tfmdata::Hypothesis &h = aligned[i][k];
-      EXPECT_EQ(h.tokens, plain[i][k].tokens);
-      EXPECT_EQ(h.alignment.size(), h.tokenLogProbs.size());
-      ASSERT_TRUE(t->score({sources[i]}, {h.tokens}, forced).ok());
-      const std::vector<std::vector<float>> &want = forced[0][0].alignment;  // tokens, then </s>
-      ASSERT_GE(want.size(), h.alignment.size());
-      ASSERT_GE(h.alignment.size() + 1, want.size());
-      for (size_t j = 0; j < h.alignment.size(); ++j) {
-        ASSERT_EQ(h.alignment[j].size(), sources[i].size() + 1);
-        double sum = 0;
-        for (size_t p = 0; p < h.alignment[j].size(); ++p) {
-          EXPECT_NEAR(h.alignment[j][p], want[j][p], 1e-5) << "row " << j;
-          sum += h.alignment[j][p];
+  for (bool sample : {false, true}) {
+    SCOPED_TRACE(sample ? "sampling, beam 3" : "beam 4");
+    tfmdata::SearchOptions o;
+    o.beam = sample ? 3 : 4;
+    o.nBest = o.beam;
+    o.sample = sample;
+    o.seed = 11;
+    o.maxSentences = 2;
+    std::vector<std::vector<tfmdata::Hypothesis>> plain, aligned, forced;
+    std::unique_ptr<tfmdata::Translator> t;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+    ASSERT_TRUE(t->translate(sources, plain).ok());
+    o.alignment = true;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+    ASSERT_TRUE(t->translate(sources, aligned).ok());
+    size_t checked = 0;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      ASSERT_EQ(aligned[i].size(), plain[i].size());
+      for (size_t k = 0; k < aligned[i].size(); ++k) {
+        SCOPED_TRACE("sentence " + std::to_string(i) + " hypothesis " + std::to_string(k));
+        const tfmdata::Hypothesis &h = aligned[i][k];
+        EXPECT_EQ(h.tokens, plain[i][k].tokens);
+        EXPECT_EQ(h.alignment.size(), h.tokenLogProbs.size());
+        ASSERT_TRUE(t->score({sources[i]}, {h.tokens}, forced).ok());
+        const std::vector<std::vector<float>> &want = forced[0][0].alignment;  // tokens, then </s>
+        ASSERT_GE(want.size(), h.alignment.size());
+        ASSERT_GE(h.alignment.size() + 1, want.size());
+        for (size_t j = 0; j < h.alignment.size(); ++j) {
+          ASSERT_EQ(h.alignment[j].size(), sources[i].size() + 1);
+          double sum = 0;
+          for (size_t p = 0; p < h.alignment[j].size(); ++p) {
+            EXPECT_NEAR(h.alignment[j][p], want[j][p], 1e-5) << "row " << j;
+            sum += h.alignment[j][p];
+          }
+          EXPECT_NEAR(sum, 1.0, 1e-5);
+          ++checked;
         }
-        EXPECT_NEAR(sum, 1.0, 1e-5);
-        ++checked;
       }
     }
+    EXPECT_GT(checked, 50u);
   }
-  EXPECT_GT(checked, 50u);
+}
+
+// --precision=bf16 (bf16 cross keys and GEMM operands): the alignment still comes out, each row a
+// distribution close to the f32 reference's (bf16 rounding of keys and projections).
+TEST(Alignment, Bf16KeysStayCloseToTheReference) {
+  tfmc::ModelSpec parsed;
+  ASSERT_TRUE(tfmc::test::parseSpec("tiny", parsed));
+  tfmc::PipelineOptions pipeline;
+  pipeline.translate = pipeline.alignment = pipeline.bf16 = true;
+  auto model = compileAndLoad(parsed, tfmrt::KernelBackend::Dnnl, pipeline);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  tfmrt::TensorMap golden;
+  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/tiny.alignment.safetensors", golden).ok());
+  const tfmrt::Tensor &s = golden.at("src.2"), &tg = golden.at("tgt.2"), &expected = golden.at("alignment.2");
+  tfmdata::SearchOptions o;
+  o.alignment = true;
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  std::vector<std::vector<tfmdata::Hypothesis>> out;
+  ASSERT_TRUE(t->score({std::vector<int32_t>(s.data<int32_t>(), s.data<int32_t>() + s.numel())},
+                       {std::vector<int32_t>(tg.data<int32_t>(), tg.data<int32_t>() + tg.numel())}, out)
+                  .ok());
+  const std::vector<std::vector<float>> &rows = out[0][0].alignment;
+  ASSERT_EQ(int64_t(rows.size()), expected.shape[0]);
+  double worst = 0;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    ASSERT_EQ(int64_t(rows[j].size()), expected.shape[1]);
+    double sum = 0;
+    for (size_t p = 0; p < rows[j].size(); ++p) {
+      worst = std::max(worst, std::abs(double(rows[j][p]) - expected.data<float>()[int64_t(j) * expected.shape[1] + int64_t(p)]));
+      sum += rows[j][p];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+  }
+  EXPECT_LT(worst, 0.05);
+  EXPECT_GT(worst, 0.0);  // bf16 did round something (the f32 model is within 2e-5)
 }
 
 TEST(Alignment, Refusals) {

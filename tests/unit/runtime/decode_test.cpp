@@ -733,21 +733,26 @@ TEST(Bf16KeysAndValues, StepAttentionEqualsF32OnTheWidenedValues) {
 // tfm.gathered_attention's output (one head: the weights are that head's), and bf16 keys equal
 // f32 keys widened.
 TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
-  const int64_t R = 7, N = 3, S = 13, H = 4, dk = 16, D = H * dk, qOff = 5, kOff = 3;
-  Tensor q = randomF32({R, 1, D + qOff + 2}, 51), k = randomF32({N, S, D + kOff}, 52);
-  std::vector<uint8_t> keepBits(size_t(N * S), 1);
-  for (int64_t s : {1, 4, 12}) keepBits[size_t(s)] = 0;             // sentence 0: holes
-  for (int64_t s = 6; s < S; ++s) keepBits[size_t(S + s)] = 0;      // sentence 1: 6 keys
-  for (int64_t s = 0; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;  // sentence 2: none
-  for (int64_t i = 0; i < N * S; ++i)
-    if (!keepBits[size_t(i)])
-      for (int64_t j = 0; j < D + kOff; ++j) k.data<float>()[i * (D + kOff) + j] = std::nanf("");
-  Tensor keep = Tensor::boolean({N, S}, keepBits), rows = Tensor::i32({R}, {0, 1, 2, 1, 0, 0, 1});
-  Attrs attrs = stepAttrs(H, dk, qOff);
-  attrs["k_offset"] = AttrValue::ofInt(kOff);
-  const double scale = 1.0 / std::sqrt(double(dk));
-  for (KernelBackend backend : {KernelBackend::Dnnl, KernelBackend::Reference}) {
-    Tensor w = SingleOp("tfm.attention_weights", {{q}, {k}, {keep}, {rows}}, attrs).run(backend);
+  // 7 rows (one thread), then 96 rows over 40 keys (rows in parallel, per-thread buffers).
+  for (int64_t R : {7, 96}) {
+    SCOPED_TRACE(R);
+    const int64_t N = 3, S = R == 7 ? 13 : 40, H = 4, dk = 16, D = H * dk, qOff = 5, kOff = 3;
+    Tensor q = randomF32({R, 1, D + qOff + 2}, 51), k = randomF32({N, S, D + kOff}, 52);
+    std::vector<uint8_t> keepBits(size_t(N * S), 1);
+    for (int64_t s : {1, 4, 12}) keepBits[size_t(s)] = 0;             // sentence 0: holes
+    for (int64_t s = 6; s < S; ++s) keepBits[size_t(S + s)] = 0;      // sentence 1: 6 keys
+    for (int64_t s = 0; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;  // sentence 2: none
+    for (int64_t i = 0; i < N * S; ++i)
+      if (!keepBits[size_t(i)])
+        for (int64_t j = 0; j < D + kOff; ++j) k.data<float>()[i * (D + kOff) + j] = std::nanf("");
+    std::vector<int32_t> rowIds(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) rowIds[size_t(r)] = int32_t((r * 5 + r / 3) % N);
+    Tensor keep = Tensor::boolean({N, S}, keepBits), rows = Tensor::i32({R}, rowIds);
+    Attrs attrs = stepAttrs(H, dk, qOff);
+    attrs["k_offset"] = AttrValue::ofInt(kOff);
+    const double scale = 1.0 / std::sqrt(double(dk));
+    // (Both backends run the op's one kernel; the Dnnl one finds it by the registry's fallback.)
+    Tensor w = SingleOp("tfm.attention_weights", {{q}, {k}, {keep}, {rows}}, attrs).run(KernelBackend::Dnnl);
     ASSERT_EQ(w.shape, (Shape{R, 1, S}));
     for (int64_t r = 0; r < R; ++r) {
       const int64_t n = rows.data<int32_t>()[r];
@@ -778,6 +783,11 @@ TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
       EXPECT_NEAR(total, n == 2 ? 0.0 : 1.0, 1e-5) << "row " << r;
     }
   }
+  const int64_t R = 7, N = 3, S = 13;
+  std::vector<uint8_t> keepBits(size_t(N * S), 1);
+  for (int64_t s = 6; s < S; ++s) keepBits[size_t(S + s)] = 0;
+  for (int64_t s = 0; s < S; ++s) keepBits[size_t(2 * S + s)] = 0;
+  Tensor keep = Tensor::boolean({N, S}, keepBits), rows = Tensor::i32({R}, {0, 1, 2, 1, 0, 0, 1});
   // One head: sum_p w_p v_p is gathered attention's output.
   const int64_t dk1 = 32;
   Tensor q1 = randomF32({R, 1, dk1}, 53), k1 = randomF32({N, S, dk1}, 54), v1 = randomF32({N, S, dk1}, 55);
