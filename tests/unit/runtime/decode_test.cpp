@@ -733,10 +733,11 @@ TEST(Bf16KeysAndValues, StepAttentionEqualsF32OnTheWidenedValues) {
 // tfm.gathered_attention's output (one head: the weights are that head's), and bf16 keys equal
 // f32 keys widened.
 TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
-  // 7 rows (one thread), then 96 rows over 40 keys (rows in parallel, per-thread buffers).
+  // 7 rows of head_dim 16 (one thread; the fast kernel's portable loops), then 96 rows of
+  // head_dim 64 over 40 keys (rows in parallel; the AVX-512 all-heads body where the CPU has it).
   for (int64_t R : {7, 96}) {
     SCOPED_TRACE(R);
-    const int64_t N = 3, S = R == 7 ? 13 : 40, H = 4, dk = 16, D = H * dk, qOff = 5, kOff = 3;
+    const int64_t N = 3, S = R == 7 ? 13 : 40, H = 4, dk = R == 7 ? 16 : 64, D = H * dk, qOff = 5, kOff = 3;
     Tensor q = randomF32({R, 1, D + qOff + 2}, 51), k = randomF32({N, S, D + kOff}, 52);
     std::vector<uint8_t> keepBits(size_t(N * S), 1);
     for (int64_t s : {1, 4, 12}) keepBits[size_t(s)] = 0;             // sentence 0: holes
@@ -751,8 +752,10 @@ TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
     Attrs attrs = stepAttrs(H, dk, qOff);
     attrs["k_offset"] = AttrValue::ofInt(kOff);
     const double scale = 1.0 / std::sqrt(double(dk));
-    // (Both backends run the op's one kernel; the Dnnl one finds it by the registry's fallback.)
-    Tensor w = SingleOp("tfm.attention_weights", {{q}, {k}, {keep}, {rows}}, attrs).run(KernelBackend::Dnnl);
+    SingleOp op("tfm.attention_weights", {{q}, {k}, {keep}, {rows}}, attrs);
+    const bool allHeads = attention::cpuHasAvx512() && dk == 64;
+    op.compare(allHeads ? "fast.attention_weights_avx512" : "fast.attention_weights_portable", 1e-6, 1e-5);
+    Tensor w = op.run(KernelBackend::Dnnl);
     ASSERT_EQ(w.shape, (Shape{R, 1, S}));
     for (int64_t r = 0; r < R; ++r) {
       const int64_t n = rows.data<int32_t>()[r];
@@ -803,7 +806,12 @@ TEST(AttentionWeights, MatchTheirDefinitionAndGatheredAttention) {
       EXPECT_NEAR(ctx.data<float>()[r * dk1 + j], y, 1e-5) << "row " << r << " column " << j;
     }
   }
-  // bf16 keys: the weights of the widened keys (up to the summation order of the two instantiations).
+  // bf16 keys: the weights of the widened keys (up to the summation order of the two
+  // instantiations), on the portable loops (head_dim 32) and the AVX-512 body (64).
+  Tensor k64 = asBf16(randomF32({N, S, 4 * 64}, 56)), q64 = randomF32({R, 1, 4 * 64}, 57);
+  Tensor wb64 = SingleOp("tfm.attention_weights", {{q64}, {k64}, {keep}, {rows}}, stepAttrs(4, 64)).run(KernelBackend::Dnnl);
+  Tensor ww64 = SingleOp("tfm.attention_weights", {{q64}, {widened(k64)}, {keep}, {rows}}, stepAttrs(4, 64)).run(KernelBackend::Reference);
+  EXPECT_TRUE(allClose(wb64, ww64, 1e-6, 1e-5));
   Tensor kb = asBf16(k1);
   Tensor wb = SingleOp("tfm.attention_weights", {{q1}, {kb}, {keep}, {rows}}, one).run(KernelBackend::Dnnl);
   Tensor ww = SingleOp("tfm.attention_weights", {{q1}, {widened(kb)}, {keep}, {rows}}, one).run(KernelBackend::Dnnl);

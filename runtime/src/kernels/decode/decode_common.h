@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "format.h"
@@ -190,6 +191,35 @@ void attendReference(const float *q, const KV *k, int64_t kStride, const KV *v, 
     if (keep && !keep[p]) continue;
     const float w = float(scores[p] / sum);
     for (int64_t j = 0; j < dk; ++j) out[j] += w * kvFloat(v[p * vStride + j]);
+  }
+}
+
+// tfm.attention_weights for one query row: out[p] = mean over heads h of softmax(q_h k_h^T *
+// scale)[p] over the keys p < n with keep[p] (masked keys 0; a fully masked row all zeros). Head
+// h of q at q + h * dk, of key p at k + p * kStride + h * dk. `scores` holds n floats. Written for
+// clarity; the AVX-512 body (attentionWeightsAllHeads64Avx512) does the same 16 keys at a time.
+template <typename KV>
+void attentionWeightsReference(const float *q, const KV *k, int64_t kStride, const uint8_t *keep, int64_t n,
+                               int64_t heads, int64_t dk, float scale, float *scores, float *out) {
+  for (int64_t p = 0; p < n; ++p) out[p] = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t p = 0; p < n; ++p) {
+      if (!keep[p]) continue;
+      const KV *kp = k + p * kStride + h * dk;
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < dk; ++j) s += q[h * dk + j] * kvFloat(kp[j]);
+      scores[p] = s * scale;
+      mx = std::max(mx, scores[p]);
+    }
+    if (mx == -std::numeric_limits<float>::infinity()) return;  // fully masked: zeros
+    double sum = 0;
+    for (int64_t p = 0; p < n; ++p)
+      if (keep[p]) sum += (scores[p] = std::exp(scores[p] - mx));
+    const float weight = float(1.0 / (sum * double(heads)));
+    for (int64_t p = 0; p < n; ++p)
+      if (keep[p]) out[p] += scores[p] * weight;
   }
 }
 

@@ -192,6 +192,59 @@ public:
   }
 };
 
+// tfm.attention_weights (the translator's alignment) on the gathered attention's frame: rows in
+// parallel, keys past a sentence's last kept one not read (their weights are 0), the AVX-512
+// all-heads body for head_dim 64, else the reference loops.
+class FastAttentionWeights final : public StepAttentionBase {
+public:
+  FastAttentionWeights() : StepAttentionBase(true) {}
+  const char *name() const override { return allHeads_ ? "fast.attention_weights_avx512" : "fast.attention_weights_portable"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    TFMRT_RETURN_IF_ERROR(StepAttentionBase::prepare(info));
+    // scoresPerThread() sizes heads x (keys + 16) floats when allHeads_.
+    allHeads_ = attention::cpuHasAvx512() && attrs_.headDim == 64 && attrs_.heads <= 64;
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) const override {
+    const int64_t R = a.inputs[0].dim(0), Wq = a.inputs[0].dim(2);
+    const int64_t N = a.inputs[1].dim(0), S = a.inputs[1].dim(1), Wk = a.inputs[1].dim(2);
+    TFMRT_RETURN_IF_ERROR(decode::checkIndices(a.inputs[3], N, "rows"));
+    const int32_t *rows = a.inputs[3].as<int32_t>();
+    const uint8_t *keep = a.inputs[2].as<uint8_t>();
+    const float *q = a.inputs[0].as<float>();
+    float *y = a.outputs[0].as<float>();
+    thread_local std::vector<int64_t> liveKeysOfThread;  // per calling thread, as the gathered attention's
+    std::vector<int64_t> &liveKeys = liveKeysOfThread;
+    liveKeys.resize(size_t(N));
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t len = S;
+      while (len > 0 && !keep[n * S + len - 1]) --len;
+      liveKeys[size_t(n)] = len;
+    }
+    auto row = [&](const auto *k, auto body) {
+      return runRows(a, R, S, [&](int64_t r, float *scores) {
+        const int64_t n = rows[r], live = liveKeys[size_t(n)];
+        float *out = y + r * S;
+        body(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, keep + n * S, live, scores, out);
+        for (int64_t p = live; p < S; ++p) out[p] = 0;
+      });
+    };
+    const int64_t H = attrs_.heads, dk = attrs_.headDim;
+    const float scale = attrs_.scale;
+    if (a.inputs[1].dtype == DType::BF16)
+      return row(a.inputs[1].as<uint16_t>(), [&](const float *qr, const uint16_t *kr, const uint8_t *kp, int64_t n,
+                                                   float *scores, float *out) {
+        if (allHeads_) decode::attentionWeightsAllHeads64Avx512Bf16(qr, kr, Wk, kp, n, H, scale, scores, out);
+        else decode::attentionWeightsReference(qr, kr, Wk, kp, n, H, dk, scale, scores, out);
+      });
+    return row(a.inputs[1].as<float>(), [&](const float *qr, const float *kr, const uint8_t *kp, int64_t n, float *scores,
+                                            float *out) {
+      if (allHeads_) decode::attentionWeightsAllHeads64Avx512(qr, kr, Wk, kp, n, H, scale, scores, out);
+      else decode::attentionWeightsReference(qr, kr, Wk, kp, n, H, dk, scale, scores, out);
+    });
+  }
+};
+
 KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, KernelBackend::Dnnl}; }
 
 }  // namespace
@@ -199,6 +252,7 @@ KernelKey fastKey(const char *op) { return {op, DType::F32, Layout::Plain, Kerne
 void registerFastStepAttention(KernelRegistry &r) {
   r.add(fastKey("tfm.cached_attention"), makeKernel<FastCachedAttention>);
   r.add(fastKey("tfm.gathered_attention"), makeKernel<FastGatheredAttention>);
+  r.add(fastKey("tfm.attention_weights"), makeKernel<FastAttentionWeights>);
 }
 
 }  // namespace tfmrt

@@ -1,7 +1,8 @@
 // Fast tfm.cached_attention and tfm.gathered_attention: (query row, head) pairs in parallel, an
 // AVX-512 inner loop when the CPU has it and head_dim is a multiple of 16, else an AVX2 one when
 // the CPU has AVX2 + FMA and head_dim is a multiple of 8; rows in parallel, all heads at once,
-// for head_dim 64 on either ISA.
+// for head_dim 64 on either ISA. Fast tfm.attention_weights: rows in parallel, all heads at once
+// for head_dim 64 on AVX-512, else attentionWeightsReference.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,14 @@ void attendAllHeads64Avx2(const float *q, const float *k, int64_t kStride, const
                           const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
 void attendAllHeads64Avx2Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint16_t *v, int64_t vStride,
                               const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out);
+// tfm.attention_weights of one query row (attentionWeightsReference's contract), head_dim 64,
+// heads <= 64, f32 or bf16 keys: the all-heads bodies' scores, then each head's softmax averaged
+// into out[0, n). `scores` holds heads x round_up(n, 16) floats. Enter only after
+// attention::cpuHasAvx512().
+void attentionWeightsAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const uint8_t *keep, int64_t n,
+                                      int64_t heads, float scale, float *scores, float *out);
+void attentionWeightsAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint8_t *keep,
+                                          int64_t n, int64_t heads, float scale, float *scores, float *out);
 }  // namespace decode
 
 }  // namespace tfmrt

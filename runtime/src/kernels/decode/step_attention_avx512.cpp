@@ -44,15 +44,16 @@ inline __m512 load16(const uint16_t *p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+// Scores of every head (heads <= 64) over keys [0, n), 16 keys x one head at a time: each key row
+// is read in order (all heads of a key are adjacent), masked and past-the-end lanes get -inf;
+// keys past n read key 0 instead. scores[h * nPad + p]; maxes[h] the per-lane maxima. False if
+// every key is masked.
 template <typename KV>
-void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
-                int64_t n, int64_t heads, float scale, float *scores, float *out) {
+bool headScores64(const float *q, const KV *k, int64_t kStride, const uint8_t *keep, int64_t n, int64_t heads,
+                  float scale, float *scores, __m512 *maxes) {
   constexpr int64_t dk = 64;
   const int64_t nPad = (n + 15) / 16 * 16;
   const float kMinusInf = -__builtin_inff();
-  // Scores, 16 keys x one head at a time: each key row is read in order (all heads of a key
-  // are adjacent), masked and past-the-end lanes get -inf; keys past n read key 0 instead.
-  __m512 maxes[64];  // per head (heads <= 64: checked by the caller)
   for (int64_t h = 0; h < heads; ++h) maxes[h] = _mm512_set1_ps(kMinusInf);
   bool any = false;
   for (int64_t p0 = 0; p0 < n; p0 += 16) {
@@ -86,10 +87,12 @@ void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64
       maxes[h] = _mm512_max_ps(maxes[h], s);
     }
   }
-  for (int64_t j = 0; j < heads * dk; j += 16) _mm512_storeu_ps(out + j, _mm512_setzero_ps());
-  if (!any) return;  // a fully masked row gives zeros
-  // Softmax numerators per head (masked keys: exactly 0) and the reciprocal of their sum.
-  float inv[64];
+  return any;
+}
+
+// Each head's softmax numerators exp(s - max) in place (masked keys: exactly 0), 16 keys at a
+// time; inv[h] = 1 / (their sum x divisor).
+inline void numerators(float *scores, const __m512 *maxes, int64_t nPad, int64_t heads, float divisor, float *inv) {
   const __m512 l2e = _mm512_set1_ps(kLog2e);
   for (int64_t h = 0; h < heads; ++h) {
     const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(maxes[h]) * kLog2e);
@@ -100,8 +103,22 @@ void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64
       _mm512_storeu_ps(sh + p, e);
       sums = _mm512_add_ps(sums, e);
     }
-    inv[h] = 1.0f / _mm512_reduce_add_ps(sums);
+    inv[h] = 1.0f / (_mm512_reduce_add_ps(sums) * divisor);
   }
+}
+
+template <typename KV>
+void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64_t vStride, const uint8_t *keep,
+                int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  constexpr int64_t dk = 64;
+  const int64_t nPad = (n + 15) / 16 * 16;
+  __m512 maxes[64];  // per head (heads <= 64: checked by the caller)
+  const bool any = headScores64(q, k, kStride, keep, n, heads, scale, scores, maxes);
+  for (int64_t j = 0; j < heads * dk; j += 16) _mm512_storeu_ps(out + j, _mm512_setzero_ps());
+  if (!any) return;  // a fully masked row gives zeros
+  // Softmax numerators per head (masked keys: exactly 0) and the reciprocal of their sum.
+  float inv[64];
+  numerators(scores, maxes, nPad, heads, 1.0f, inv);
   // out = sum_p w_p V[p]: four heads (256 columns, 16 accumulators) per pass over the kept keys,
   // each V row read in order. Masked keys are skipped, not weighted by 0 (a stale V may be NaN).
   for (int64_t h0 = 0; h0 < heads; h0 += 4) {
@@ -127,7 +144,38 @@ void allHeads64(const float *q, const KV *k, int64_t kStride, const KV *v, int64
   }
 }
 
+// tfm.attention_weights of one row: each head's softmax numerators (as allHeads64's) over their
+// sum, averaged over the heads into out[0, n); masked keys weigh exactly 0.
+template <typename KV>
+void weights64(const float *q, const KV *k, int64_t kStride, const uint8_t *keep, int64_t n, int64_t heads, float scale,
+               float *scores, float *out) {
+  const int64_t nPad = (n + 15) / 16 * 16;
+  __m512 maxes[64];
+  const bool any = headScores64(q, k, kStride, keep, n, heads, scale, scores, maxes);
+  for (int64_t p = 0; p < n; ++p) out[p] = 0;
+  if (!any) return;
+  // Per head: numerators in place and 1 / (their sum x heads); then out, 16 keys at a time.
+  float inv[64];
+  numerators(scores, maxes, nPad, heads, float(heads), inv);
+  for (int64_t p = 0; p < nPad; p += 16) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t h = 0; h < heads; ++h) acc = _mm512_fmadd_ps(_mm512_loadu_ps(scores + h * nPad + p), _mm512_set1_ps(inv[h]), acc);
+    const __mmask16 m = n - p >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - p)) - 1u);
+    _mm512_mask_storeu_ps(out + p, m, acc);
+  }
+}
+
 }  // namespace
+
+void attentionWeightsAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const uint8_t *keep, int64_t n,
+                                      int64_t heads, float scale, float *scores, float *out) {
+  weights64(q, k, kStride, keep, n, heads, scale, scores, out);
+}
+
+void attentionWeightsAllHeads64Avx512Bf16(const float *q, const uint16_t *k, int64_t kStride, const uint8_t *keep,
+                                          int64_t n, int64_t heads, float scale, float *scores, float *out) {
+  weights64(q, k, kStride, keep, n, heads, scale, scores, out);
+}
 
 void attendAllHeads64Avx512(const float *q, const float *k, int64_t kStride, const float *v, int64_t vStride,
                             const uint8_t *keep, int64_t n, int64_t heads, float scale, float *scores, float *out) {

@@ -136,8 +136,7 @@ private:
 };
 
 // tfm.attention_weights: per query row, the heads' softmax weights over its sentence's kept keys,
-// averaged over the heads (the translator's word alignment). The only kernel of the op: one
-// row of S weights per hypothesis and step, small next to the attention itself; rows in parallel.
+// averaged over the heads (the translator's word alignment); rows in parallel.
 class AttentionWeightsKernel final : public Kernel {
 public:
   const char *name() const override { return "reference.attention_weights"; }
@@ -164,32 +163,12 @@ private:
     float *y = a.outputs[0].as<float>();
 #pragma omp parallel for schedule(static) if (R * S * H * dk >= (int64_t(1) << 16))
     for (int64_t r = 0; r < R; ++r) {
-      const int64_t n = rows[r];
-      float *out = y + r * S;
-      for (int64_t p = 0; p < S; ++p) out[p] = 0;
       thread_local std::vector<float> scoresOfThread;  // sessions on several threads may run this at once
       std::vector<float> &scores = scoresOfThread;
       scores.resize(size_t(S));
-      for (int64_t h = 0; h < H; ++h) {
-        const float *qh = q + r * Wq + attrs_.qOffset + h * dk;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t p = 0; p < S; ++p) {
-          if (!keep[n * S + p]) continue;
-          const KV *kp = k + (n * S + p) * Wk + attrs_.kOffset + h * dk;
-          float s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t j = 0; j < dk; ++j) s += qh[j] * decode::kvFloat(kp[j]);
-          scores[size_t(p)] = s * attrs_.scale;
-          mx = std::max(mx, scores[size_t(p)]);
-        }
-        if (mx == -std::numeric_limits<float>::infinity()) break;  // fully masked: zeros
-        double sum = 0;
-        for (int64_t p = 0; p < S; ++p)
-          if (keep[n * S + p]) sum += (scores[size_t(p)] = std::exp(scores[size_t(p)] - mx));
-        const float weight = float(1.0 / (sum * double(H)));
-        for (int64_t p = 0; p < S; ++p)
-          if (keep[n * S + p]) out[p] += scores[size_t(p)] * weight;
-      }
+      const int64_t n = rows[r];
+      decode::attentionWeightsReference(q + r * Wq + attrs_.qOffset, k + n * S * Wk + attrs_.kOffset, Wk, keep + n * S,
+                                        S, H, dk, attrs_.scale, scores.data(), y + r * S);
     }
     return Status::OK();
   }
