@@ -63,9 +63,16 @@ std::string PipelineOptions::describe() const {
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
+  if (options.alignment && options.alignmentLayer >= spec.model.decoder_layers) {
+    mlir::emitError(mlir::UnknownLoc::get(&ctx))
+        << "--alignment-layer " << options.alignmentLayer << ": the spec has " << spec.model.decoder_layers
+        << " decoder layers (0 to " << spec.model.decoder_layers - 1 << ")";
+    return nullptr;
+  }
   auto module = importModelSpec(spec, ctx, ImportOptions{.gradients = options.gradients, .trainStep = options.trainStep,
                                                                    .accumulate = options.accumulate, .translate = options.translate,
-                                                                   .alignment = options.alignment});
+                                                                   .alignment = options.alignment,
+                                                                   .alignmentLayer = options.alignmentLayer});
   if (options.verifyEach && failed(mlir::verify(*module))) {
     mlir::emitError(module->getLoc()) << "internal error: the imported tfm IR does not verify";
     return nullptr;

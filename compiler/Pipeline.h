@@ -29,6 +29,7 @@ struct PipelineOptions {
   bool accumulate = false;       // also `accumulate_gradients` + `apply_update` (gradient accumulation)
   bool translate = false;        // also the translation entries (`encode`, `decode_step`, `decode`)
   bool alignment = false;        // decode_step also returns the cross-attention weights (alignment)
+  int alignmentLayer = -1;       // ... of this decoder layer (-1: the last)
 
   // Parses `none`, `all` or a comma list of pass names (see fusionPassNames()).
   bool parseFusionList(const std::string &list, std::string &error);

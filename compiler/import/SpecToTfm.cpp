@@ -35,6 +35,7 @@ public:
     if (options.trainStep) buildEntry("train_step", Entry::TrainStep);
     if (options.accumulate) buildEntry("accumulate_gradients", Entry::Accumulate);
     alignment_ = options.alignment;
+    alignmentLayer_ = options.alignmentLayer < 0 ? m_.decoder_layers - 1 : options.alignmentLayer;
     if (options.translate) buildTranslationEntries();
     return module;
   }
@@ -349,13 +350,13 @@ private:
     Value positions = sinusoid();
     if (!positions) positions = param("decoder.embed_positions.weight", {m_.max_len, m_.d_model});
     y = b_.create<tfm::AddPositionAtOp>(loc_, y, positions, step);
-    Value alignment;  // the last layer's cross-attention weights, with alignment_
+    Value alignment;  // layer alignmentLayer_'s cross-attention weights, with alignment_
     for (int64_t i = 0; i < L; ++i) {
       Scope layer(*this, "decoder.layers." + std::to_string(i));
       Value crossK = entry->getArgument(unsigned(5 + 2 * i)), crossV = entry->getArgument(unsigned(6 + 2 * i));
       y = residualBlock(y, "self_attn_norm", "self_attn",
                         [&](Value in) { return cachedSelfAttention(in, step, parents); });
-      Value *weights = alignment_ && i == L - 1 ? &alignment : nullptr;
+      Value *weights = alignment_ && i == alignmentLayer_ ? &alignment : nullptr;
       y = residualBlock(y, "cross_attn_norm", "cross_attn",
                         [&](Value in) { return gatheredCrossAttention(in, crossK, crossV, srcKeep, rows, weights); });
       y = residualBlock(y, "ffn_norm", "ffn", [&](Value in) { return feedForward(in); });
@@ -368,6 +369,7 @@ private:
   }
 
   bool alignment_ = false;  // ImportOptions::alignment
+  int64_t alignmentLayer_ = 0;  // its decoder layer (ImportOptions::alignmentLayer; -1 -> the last)
 
   enum class Entry { Forward, Gradients, TrainStep, Accumulate };
 

@@ -25,6 +25,7 @@ struct ImportOptions {
   // With `translate`: `decode_step` also returns `alignment` [R, 1, S], the last decoder layer's
   // cross-attention weights averaged over heads (tfm.attention_weights; word alignment).
   bool alignment = false;
+  int alignmentLayer = -1;  // the decoder layer whose weights those are (-1: the last)
 };
 
 // Builds `func.func @forward(%src, %tgt_in, %tgt_out) -> (logits, loss)` for inference-mode

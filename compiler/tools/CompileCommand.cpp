@@ -226,11 +226,21 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
               << "it needs 'translate' too (--entries=forward,translate,alignment)\n";
     return false;
   }
+  if (cl.has("alignment-layer")) {
+    const long long layer = cl.getInt("alignment-layer", -1);
+    if (!options.alignment || layer < 0 || layer > 1000000) {
+      std::cerr << "tfmc " << cmd << ": error: --alignment-layer takes a decoder layer (0 = the first) and needs "
+                << "--entries=...,translate,alignment\n";
+      return false;
+    }
+    options.alignmentLayer = int(layer);  // checked against the spec's decoder layers when imported
+  }
   return true;
 }
 
 int compileCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all", "entries", "precision"});
+  auto unknown = cl.unknown(
+      {"o", "emit", "quiet", "fusion", "fusion-report", "print-ir-after-all", "entries", "precision", "alignment-layer"});
   if (!unknown.empty()) {
     std::cerr << "tfmc compile: error: unknown option --" << unknown[0] << "\n";
     return 2;

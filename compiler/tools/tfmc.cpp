@@ -15,7 +15,7 @@ static const char *kUsage = R"(usage: tfmc <command> [options]       (tfmc <comm
 commands:
   compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
       [--fusion-report] [--print-ir-after-all] [--entries=forward[,gradients][,train_step][,translate[,alignment]]]
-      [--precision=f32|bf16|int8]
+      [--alignment-layer N] [--precision=f32|bf16|int8]
       Import a model spec into the tfm dialect, run the passes and write the compiled artifact
       (default <spec name>.tfmx). --emit=mlir prints the tfm IR after the passes instead
       (with --fusion=none: the primitive ops, inference dropout removed, CSE applied).
@@ -25,8 +25,9 @@ commands:
       loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
       forward, backward and Adam in place: for tfmc train), `translate` (`encode` and `decode`:
       for tfmc translate), `alignment` (with translate: decode_step also returns the last decoder
-      layer's cross-attention weights, for tfmc translate --alignment). --precision=bf16 runs the GEMMs of inference entries with bf16
-      operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32)
+      layer's cross-attention weights, or layer N's with --alignment-layer N (0 = the first),
+      for tfmc translate --alignment). --precision=bf16 runs the GEMMs of inference entries with
+      bf16 operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32)
       and stores decoding's K/V caches and cross K/V as bf16 (tfm-lower-kv-precision).
       --precision=int8 runs the GEMMs of the inference entries (forward, encode, decoding) with
       int8 operands: weights per output column, inputs per row, int32 sums (tfm-quantize-int8;

@@ -72,6 +72,7 @@ std::vector<CommandSpec> commandSpecs() {
        concat({Options{{"o", Kind::Text, "output path (default <spec name>.tfmx, or <spec name> for an executable)"},
                        {"emit", Kind::Text, "artifact (default), executable (a translation program), or mlir"},
                        {"entries", Kind::Text, "comma list of forward, gradients, train_step, accumulate, translate, alignment (with translate: word alignment)"},
+                       {"alignment-layer", Kind::Int, "with the alignment entry: the decoder layer (0 = the first) whose cross-attention gives it (default: the last)"},
                        {"quiet", Kind::Flag, "print nothing on success"}},
                pipelineOptions()})},
       {"run", "model", "compiled artifact (.tfmx)", "Run the forward (or gradients) entry: loss and tokens/s.", runOptions()},

@@ -35,11 +35,12 @@ def check_alignment(spec, model, golden, tol):
     worst, i = 0.0, 0
     while f"src.{i}" in stored:
         src, tgt = stored[f"src.{i}"].tolist(), stored[f"tgt.{i}"].tolist()
-        w = gen_alignment_golden.alignment(model, spec, src, tgt)
-        if w.shape != stored[f"alignment.{i}"].shape:
-            print(f"{name}: alignment {i} has shape {stored[f'alignment.{i}'].shape}, recomputed {w.shape}")
-            return False
-        worst = max(worst, float(np.abs(w - stored[f"alignment.{i}"]).max()))
+        for key, layer in [(f"alignment.{i}", -1)] + [(f"alignment.layer{l}.{i}", l) for l in range(len(model.decoder.layers))]:
+            w = gen_alignment_golden.alignment(model, spec, src, tgt, layer)
+            if key not in stored or w.shape != stored[key].shape:
+                print(f"{name}: {key} missing or not of the recomputed shape {w.shape}")
+                return False
+            worst = max(worst, float(np.abs(w - stored[key]).max()))
         i += 1
     print(f"{name}: {i} alignments, max|d| = {worst:.3e}  (tol {tol:g})")
     return i > 0 and worst <= tol

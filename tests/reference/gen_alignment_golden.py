@@ -1,12 +1,13 @@
 """Golden word alignments for the translator's --alignment (tests/golden/<name>.alignment.safetensors).
 
 For the golden weights of each tiny spec and a few (source, target) pairs, the reference model runs
-teacher-forced in float64 (source + </s>, [BOS] + target as the decoder input) and records the last
+teacher-forced in float64 (source + </s>, [BOS] + target as the decoder input) and records each
 decoder layer's cross-attention weights (softmax(q k^T / sqrt(head_dim)) per head, recomputed from
 the inputs the layer's `cross_attn` module receives), averaged over the heads: row j is output token
 j's weights over the source pieces and </s> (rows: the target's tokens, then </s>).
 
-Saved per pair i: src.i (ids, no </s>), tgt.i (ids, no BOS / </s>), alignment.i [T + 1, S + 1] f32.
+Saved per pair i: src.i (ids, no </s>), tgt.i (ids, no BOS / </s>), alignment.i [T + 1, S + 1] f32
+(the last layer's: tfmc's default) and alignment.layer<l>.i for every layer l (--alignment-layer).
 tests/unit/compiler/search_test.cpp (Alignment.*) compares tfmc's Translator::score with
 SearchOptions::alignment against them.
 
@@ -34,11 +35,11 @@ PAIRS = [
 ]
 
 
-def alignment(model, spec, src, tgt):
+def alignment(model, spec, src, tgt, layer=-1):
     m = spec["model"]
     src_ids = torch.tensor([src + [m["eos_id"]]], dtype=torch.int64)
     tgt_in = torch.tensor([[m["bos_id"]] + tgt], dtype=torch.int64)
-    attn = model.decoder.layers[-1].cross_attn
+    attn = model.decoder.layers[layer].cross_attn
     seen = {}
 
     def hook(module, inputs, output):
@@ -73,6 +74,8 @@ def main():
             out[f"src.{i}"] = np.asarray(src, dtype=np.int32)
             out[f"tgt.{i}"] = np.asarray(tgt, dtype=np.int32)
             out[f"alignment.{i}"] = w
+            for layer in range(len(model.decoder.layers)):
+                out[f"alignment.layer{layer}.{i}"] = alignment(model, spec, src, tgt, layer)
         path = os.path.join(golden, f"{name}.alignment.safetensors")
         safetensors_io.save(path, out, metadata={"spec": name, "generator": "tests/reference/gen_alignment_golden.py",
                                                  "torch_version": torch.__version__})

@@ -1007,12 +1007,13 @@ TEST(Search, SamplingWithBeamDrawsIndependentSamples) {
 namespace {
 
 // Word alignment (SearchOptions::alignment; decode_step compiled with --entries=...,translate,alignment).
-std::unique_ptr<tfmrt::Model> alignmentModel(const std::string &spec) {
+std::unique_ptr<tfmrt::Model> alignmentModel(const std::string &spec, int layer = -1) {
   tfmc::ModelSpec parsed;
   if (!tfmc::test::parseSpec(spec, parsed)) return nullptr;
   tfmc::PipelineOptions pipeline;
   pipeline.translate = true;
   pipeline.alignment = true;
+  pipeline.alignmentLayer = layer;
   auto model = compileAndLoad(parsed, tfmrt::KernelBackend::Dnnl, pipeline);
   if (model) EXPECT_TRUE(model->loadWeights(kSource + "/tests/golden/" + spec + ".weights.safetensors").ok());
   return model;
@@ -1020,12 +1021,13 @@ std::unique_ptr<tfmrt::Model> alignmentModel(const std::string &spec) {
 
 // Forced decoding's alignment equals the reference model's last-layer cross-attention weights,
 // averaged over heads (tests/reference/gen_alignment_golden.py: PyTorch, float64, teacher-forced),
-// for sources of 1-8 pieces and targets of 0-10, with 2 slots for 4 sentences (continuous
-// batching: rows at different positions, slots refilled).
+// and layer 0's with --alignment-layer 0 (tiny has two decoder layers), for sources of 1-8 pieces and targets of 0-10, with 2
+// slots for 4 sentences (continuous batching: rows at different positions, slots refilled).
 TEST(Alignment, ForcedDecodingEqualsTheReferenceCrossAttention) {
-  for (const char *spec : {"tiny", "tiny-prenorm"}) {
-    SCOPED_TRACE(spec);
-    auto model = alignmentModel(spec);
+  std::vector<std::pair<const char *, int>> cases{{"tiny", -1}, {"tiny", 0}, {"tiny-prenorm", -1}};
+  for (const auto &[spec, layer] : cases) {
+    SCOPED_TRACE(std::string(spec) + " layer " + std::to_string(layer));
+    auto model = alignmentModel(spec, layer);
     ASSERT_TRUE(model);
     tfmrt::TensorMap golden;
     ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/" + spec + ".alignment.safetensors", golden).ok());
@@ -1045,7 +1047,8 @@ TEST(Alignment, ForcedDecodingEqualsTheReferenceCrossAttention) {
     ASSERT_TRUE(tr->score(sources, targets, out).ok());
     for (size_t i = 0; i < sources.size(); ++i) {
       SCOPED_TRACE("pair " + std::to_string(i));
-      const tfmrt::Tensor &expected = golden.at("alignment." + std::to_string(i));
+      const tfmrt::Tensor &expected =
+          golden.at(layer < 0 ? "alignment." + std::to_string(i) : "alignment.layer" + std::to_string(layer) + "." + std::to_string(i));
       const std::vector<std::vector<float>> &rows = out[i][0].alignment;
       ASSERT_EQ(int64_t(rows.size()), expected.shape[0]);  // the target's tokens, then </s>
       for (size_t j = 0; j < rows.size(); ++j) {
