@@ -204,54 +204,56 @@ std::string render(const Job &job, const std::vector<int32_t> &ids) {
 
 using Progress = std::function<void(size_t)>;
 
-// One worker's share of a call: sources, the tokens given (score()'s targets or the prefixes;
-// empty otherwise), sentence ids, and its results.
+// A call's sentences, shared by the workers: sources, the tokens given (score()'s targets or the
+// prefixes; empty otherwise), sentence ids, and their results.
 struct Part {
   std::vector<std::vector<int32_t>> in, forced;
   std::vector<uint64_t> ids;
   std::vector<std::vector<tfmdata::Hypothesis>> out;
 };
 
-// Runs `call` on the sentences, split over job.translators: sentence i (the longest first) goes
-// to worker i mod N, so every worker gets a like mix of lengths. Each sentence's result depends
-// on that sentence only, so the outputs do not depend on N (tested). `report` gets the number
-// of sentences finished by all workers. With one worker it runs on this thread.
+// Runs `call` on the sentences over job.translators: with several, each takes blocks of them in
+// order (longest first) from one shared queue as it needs more (Translator::share), so a worker
+// that runs faster takes more and they finish together. Each sentence's result depends on that
+// sentence only, so the outputs do not depend on N (tested). `report` gets the number of sentences
+// finished by all workers. With one worker it runs on this thread.
 tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::vector<std::vector<int32_t>> &forced,
                         std::vector<uint64_t> &ids, std::vector<std::vector<tfmdata::Hypothesis>> &out,
                         const Progress &report,
                         const std::function<tfmrt::Status(tfmdata::Translator &, Part &, const Progress &)> &call) {
   const size_t workers = std::min(job.translators.size(), std::max<size_t>(in.size(), 1));
-  std::vector<Part> parts(workers);
-  for (size_t i = 0; i < in.size(); ++i) {
-    Part &p = parts[i % workers];
-    p.in.push_back(std::move(in[i]));
-    if (!forced.empty()) p.forced.push_back(std::move(forced[i]));
-    p.ids.push_back(ids[i]);
-  }
+  Part all;
+  all.in = std::move(in);
+  all.forced = std::move(forced);
+  all.ids = std::move(ids);
+  all.out.assign(all.in.size(), {});  // each worker writes the sentences it claims
+  tfmdata::Translator::SharedSentences queue;
   std::vector<tfmrt::Status> status(workers);
   std::vector<size_t> finished(workers, 0);
   std::mutex progressMutex;
   auto task = [&](size_t w) {
     if (w >= workers) return;  // fewer sentences than workers
+    tfmdata::Translator &t = *job.translators[w];
+    if (workers > 1) t.share(&queue);
     try {
-      status[w] = call(*job.translators[w], parts[w], [&, w](size_t done) {
+      status[w] = call(t, all, [&, w](size_t done) {
         std::lock_guard<std::mutex> lock(progressMutex);
         finished[w] = done;
-        size_t all = 0;
-        for (size_t f : finished) all += f;
-        if (report) report(all);
+        size_t sum = 0;
+        for (size_t f : finished) sum += f;
+        if (report) report(sum);
       });
     } catch (const std::bad_alloc &) {
       status[w] = tfmrt::internalError("out of memory while translating");
     } catch (const std::exception &e) {
       status[w] = tfmrt::internalError(std::string("unexpected error while translating: ") + e.what());
     }
+    t.share(nullptr);
   };
   if (job.pool) job.pool->run(task);
   else task(0);
   for (const tfmrt::Status &s : status) TFMRT_RETURN_IF_ERROR(s);
-  out.assign(in.size(), {});
-  for (size_t i = 0; i < in.size(); ++i) out[i] = std::move(parts[i % workers].out[i / workers]);
+  out = std::move(all.out);
   return tfmrt::Status::OK();
 }
 

@@ -537,7 +537,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   auto givenAt = [&](int64_t n, int64_t t) {
     return forced && t < int64_t((*forced)[size_t(n)].size()) ? (*forced)[size_t(n)][size_t(t)] : -1;
   };
-  out.assign(size_t(N), {});
+  SharedSentences *const shared = shared_;
+  if (!shared) out.assign(size_t(N), {});
+  else if (out.size() != size_t(N)) return tfmrt::invalidArgument("shared sentences need their results sized to them");
   if (N == 0) return Status::OK();
   if (sentenceIds && sentenceIds->size() != sources.size())
     return tfmrt::invalidArgument("one sentence id per source is needed");
@@ -576,6 +578,21 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   int64_t nextSentence = 0, finishedCount = 0, inFlightLongest = 0;
   int64_t blockFirst = 0, blockEnd = 0;  // the encoded block: sentences [blockFirst, blockEnd)
   const int64_t encodeBudget = o.encodeBlockTokens;
+  // The next block from `first`: as many sentences as fit the encoder's budget in padded
+  // positions (sentences x longest; at least one; also within maxSourceTokens when set).
+  auto blockEndFrom = [&](int64_t first) {
+    const int64_t budget = o.maxSourceTokens > 0 ? std::min(encodeBudget, o.maxSourceTokens) : encodeBudget;
+    int64_t S = 0, end = first;
+    while (end < N) {
+      const int64_t wider = std::max<int64_t>(S, int64_t(srcIds[size_t(end)].size()));
+      if (end > first && (end - first + 1) * wider > budget) break;
+      S = wider;
+      ++end;
+    }
+    return end;
+  };
+  bool claimedAll = false;  // shared: no sentence left to claim
+  auto more = [&] { return nextSentence < blockEnd || (shared ? !claimedAll : nextSentence < N); };
 
   std::vector<int32_t> rowSlot, parents, positions, blockRows, lengths, admittedSlots;
   std::vector<const std::vector<int32_t> *> prefixes;
@@ -588,21 +605,27 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     // limit, as many as keep (sentences x longest) within it (at least one). Sources are encoded
     // ahead in blocks of up to encodeBlockTokens padded positions, independent of the slots; a
     // group that reaches the end of a block continues in the next one.
-    if (nextSentence < N && (inFlight.empty() || int64_t(freeSlots.size()) >= refillAt)) {
+    if (more() && (inFlight.empty() || int64_t(freeSlots.size()) >= refillAt)) {
       int64_t longest = inFlightLongest;
       bool limited = false;
-      while (!limited && nextSentence < N && !freeSlots.empty()) {
+      while (!limited && more() && !freeSlots.empty()) {
         if (nextSentence >= blockEnd) {
           // Sentences come longest first from `tfmc translate`, but any order is handled: the
           // block is padded to its longest source.
-          const int64_t budget = o.maxSourceTokens > 0 ? std::min(encodeBudget, o.maxSourceTokens) : encodeBudget;
-          int64_t S = 0, end = nextSentence;
-          while (end < N) {
-            const int64_t wider = std::max<int64_t>(S, int64_t(srcIds[size_t(end)].size()));
-            if (end > nextSentence && (end - nextSentence + 1) * wider > budget) break;
-            S = wider;
-            ++end;
+          int64_t end;
+          if (shared) {  // claim the next block of the shared sentences
+            std::lock_guard<std::mutex> lock(shared->mutex);
+            nextSentence = shared->next;
+            end = shared->next = nextSentence < N ? blockEndFrom(nextSentence) : N;
+          } else {
+            end = blockEndFrom(nextSentence);
           }
+          if (nextSentence >= end) {  // shared, and nothing left
+            claimedAll = true;
+            break;
+          }
+          int64_t S = 0;
+          for (int64_t n = nextSentence; n < end; ++n) S = std::max<int64_t>(S, int64_t(srcIds[size_t(n)].size()));
           blockFirst = nextSentence;
           blockEnd = end;
           batchIds.assign(size_t((end - blockFirst) * S), o.pad);

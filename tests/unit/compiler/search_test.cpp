@@ -525,6 +525,70 @@ TEST(CachedDecoding, SessionsOnTwoThreads) {
   }
 }
 
+// Translators sharing one call's sentences (Translator::share, tfmc translate --workers): three
+// translators of one model on three threads, each claiming blocks of one or two sentences
+// (encodeBlockTokens 8) into 2 slots, give every sentence the result one translator gives it,
+// search and forced decoding alike, and finish each sentence exactly once.
+TEST(Search, TranslatorsSharingSentencesGiveOneTranslatorsResults) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  std::vector<std::vector<int32_t>> sources, targets;
+  for (int i = 0; i < 24; ++i) {
+    sources.push_back({});
+    for (int j = 0; j <= (i * 7) % 9; ++j) sources.back().push_back(3 + (i * 13 + j * 5) % 50);
+    targets.push_back({});
+    for (int j = 0; j < i % 6; ++j) targets.back().push_back(3 + (i + j * 11) % 50);
+  }
+  tfmdata::SearchOptions o;
+  o.beam = 3;
+  o.nBest = 2;
+  o.maxSentences = 2;
+  o.encodeBlockTokens = 8;
+  for (bool scoring : {false, true}) {
+    SCOPED_TRACE(scoring ? "score" : "translate");
+    std::unique_ptr<tfmdata::Translator> one;
+    ASSERT_TRUE(tfmdata::Translator::create(*model, o, one).ok());
+    std::vector<std::vector<tfmdata::Hypothesis>> expected;
+    ASSERT_TRUE((scoring ? one->score(sources, targets, expected) : one->translate(sources, expected)).ok());
+    std::vector<std::unique_ptr<tfmdata::Translator>> workers(3);
+    for (auto &w : workers) ASSERT_TRUE(tfmdata::Translator::create(*model, o, w).ok());
+    tfmdata::Translator::SharedSentences queue;
+    std::vector<std::vector<tfmdata::Hypothesis>> shared(sources.size());
+    std::vector<size_t> claimed(workers.size(), 0);
+    std::vector<tfmrt::Status> status(workers.size());
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < workers.size(); ++w)
+      threads.emplace_back([&, w] {
+        workers[w]->share(&queue);
+        status[w] = scoring ? workers[w]->score(sources, targets, shared, nullptr, [&, w](size_t n) { claimed[w] = n; })
+                            : workers[w]->translate(sources, shared, nullptr, [&, w](size_t n) { claimed[w] = n; });
+        workers[w]->share(nullptr);
+      });
+    for (auto &t : threads) t.join();
+    size_t total = 0;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      ASSERT_TRUE(status[w].ok()) << status[w].message();
+      total += claimed[w];
+    }
+    EXPECT_EQ(total, sources.size());  // every sentence finished once
+    for (size_t i = 0; i < sources.size(); ++i) {
+      ASSERT_EQ(shared[i].size(), expected[i].size()) << "sentence " << i;
+      for (size_t k = 0; k < expected[i].size(); ++k) {
+        EXPECT_EQ(shared[i][k].tokens, expected[i][k].tokens) << "sentence " << i;
+        EXPECT_NEAR(shared[i][k].logProb, expected[i][k].logProb, 1e-5) << "sentence " << i;
+      }
+    }
+  }
+  // A shared call needs its results sized to the sentences.
+  std::unique_ptr<tfmdata::Translator> t;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, t).ok());
+  tfmdata::Translator::SharedSentences queue;
+  std::vector<std::vector<tfmdata::Hypothesis>> unsized;
+  t->share(&queue);
+  EXPECT_FALSE(t->translate(sources, unsized).ok());
+}
+
 // --min-length and --no-repeat-ngram-size: greedy (cached and full prefix) equals the
 // constrained argmax over `forward`; beam 4 gives the same on both decoders and its outputs keep
 // the constraints. Not vacuous: unconstrained, these weights repeat bigrams and end some outputs

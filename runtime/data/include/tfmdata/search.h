@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "tfmrt/runtime.h"
@@ -142,6 +143,18 @@ public:
                       std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds = nullptr,
                       const std::function<void(size_t)> &progress = {});
   const SearchOptions &options() const { return options_; }
+  // Several translators (of one model, on their own threads: tfmc translate --workers) sharing
+  // one call's sentences: each is given all of them (the same sources, ids, forced tokens and a
+  // result vector already sized to them), and claims the next block of sentences whenever it
+  // encodes, so each keeps its own continuous batching and they finish within about a block of
+  // each other (fixed halves finished up to 0.1 s apart in a 0.7 s run). Each writes only the
+  // results of the sentences it claimed. Set with share(&queue) before the calls, share(nullptr)
+  // after; a queue serves one call of each translator.
+  struct SharedSentences {
+    std::mutex mutex;
+    int64_t next = 0;  // the first sentence not claimed yet
+  };
+  void share(SharedSentences *queue) { shared_ = queue; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
   // Work done so far, for FLOP estimates (--profile): source positions encoded (padding
   // included), decoder rows summed over calls, and decoder positions computed (the cached decoder
@@ -183,6 +196,7 @@ private:
                                 std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
                                 const std::function<void(size_t)> &progress);
   std::unique_ptr<Decoder> decoder_;
+  SharedSentences *shared_ = nullptr;
   int64_t steps_ = 0;
   Work work_;
   // Scratch reused across steps.
