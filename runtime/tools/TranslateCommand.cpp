@@ -135,7 +135,7 @@ private:
 
 struct Job {
   InputNotes notes;
-  // One per --workers: each decodes its share of the sentences on its own thread, with its own
+  // One per --workers: each decodes the sentences it claims on its own thread, with its own
   // sessions of the shared models.
   std::vector<tfmdata::Translator *> translators;
   WorkerPool *pool = nullptr;  // their threads (with more than one)
