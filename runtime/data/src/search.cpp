@@ -579,8 +579,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   int64_t blockFirst = 0, blockEnd = 0;  // the encoded block: sentences [blockFirst, blockEnd)
   const int64_t encodeBudget = o.encodeBlockTokens;
   // The next block from `first`: as many sentences as fit the encoder's budget in padded
-  // positions (sentences x longest; at least one; also within maxSourceTokens when set).
-  auto blockEndFrom = [&](int64_t first) {
+  // positions (sentences x longest; at least one; also within maxSourceTokens when set); its end
+  // and its width (longest source).
+  auto blockFrom = [&](int64_t first) {
     const int64_t budget = o.maxSourceTokens > 0 ? std::min(encodeBudget, o.maxSourceTokens) : encodeBudget;
     int64_t S = 0, end = first;
     while (end < N) {
@@ -589,7 +590,7 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
       S = wider;
       ++end;
     }
-    return end;
+    return std::pair<int64_t, int64_t>{end, S};
   };
   bool claimedAll = false;  // shared: no sentence left to claim
   auto more = [&] { return nextSentence < blockEnd || (shared ? !claimedAll : nextSentence < N); };
@@ -612,20 +613,20 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         if (nextSentence >= blockEnd) {
           // Sentences come longest first from `tfmc translate`, but any order is handled: the
           // block is padded to its longest source.
-          int64_t end;
+          std::pair<int64_t, int64_t> block{N, 0};
           if (shared) {  // claim the next block of the shared sentences
             std::lock_guard<std::mutex> lock(shared->mutex);
             nextSentence = shared->next;
-            end = shared->next = nextSentence < N ? blockEndFrom(nextSentence) : N;
+            if (nextSentence < N) block = blockFrom(nextSentence);
+            shared->next = block.first;
           } else {
-            end = blockEndFrom(nextSentence);
+            block = blockFrom(nextSentence);
           }
+          const auto [end, S] = block;
           if (nextSentence >= end) {  // shared, and nothing left
             claimedAll = true;
             break;
           }
-          int64_t S = 0;
-          for (int64_t n = nextSentence; n < end; ++n) S = std::max<int64_t>(S, int64_t(srcIds[size_t(n)].size()));
           blockFirst = nextSentence;
           blockEnd = end;
           batchIds.assign(size_t((end - blockFirst) * S), o.pad);
@@ -753,12 +754,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         f.tokens = h.tokens;
         f.tokenLogProbs = h.tokenLogProbs;
         if (eos) f.tokenLogProbs.push_back(logProb - h.logProb);
-        if (align) {
-          std::vector<float> rows = h.alignment;
-          if (eos) appendRow(rows, h.callRow, n);
+        if (align) {  // one row per token from the flat buffer, then </s>'s
           const size_t width = srcIds[size_t(n)].size();
-          for (size_t at = 0; at < rows.size(); at += width)
-            f.alignment.emplace_back(rows.begin() + long(at), rows.begin() + long(at + width));
+          for (size_t at = 0; at < h.alignment.size(); at += width)
+            f.alignment.emplace_back(h.alignment.begin() + long(at), h.alignment.begin() + long(at + width));
+          if (eos) appendRow(f.alignment.emplace_back(), h.callRow, n);
         }
         f.logProb = logProb;
         f.score = logProb / lengthPenalty(f.tokens.size() + 1, o.lengthPenalty);

@@ -66,6 +66,25 @@ protected:
     return Status::OK();
   }
 
+  // Per sentence n of key_keep [N, S], the keys up to its last kept one. Keys past it are not
+  // read: the translator's slot memory is as long as the longest source of the whole call (40
+  // tokens or more on test_2016, whose sources average 17), and every row read all of them.
+  // Masked keys weigh exactly 0, so the result is unchanged to the bit (tested). One scan per
+  // slot, not per row (a beam's rows share a slot) or per (row, head). Per calling thread, not
+  // per kernel: sessions on several threads may run a kernel at once (callers keep the returned
+  // reference, so their parallel rows read this thread's vector, not their own).
+  static const std::vector<int64_t> &keysToLastKept(const uint8_t *keep, int64_t N, int64_t S) {
+    thread_local std::vector<int64_t> liveKeysOfThread;
+    std::vector<int64_t> &liveKeys = liveKeysOfThread;
+    liveKeys.resize(size_t(N));
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t len = S;
+      while (len > 0 && !keep[n * S + len - 1]) --len;
+      liveKeys[size_t(n)] = len;
+    }
+    return liveKeys;
+  }
+
   // Runs rows x heads pairs; `site(r, h, ...)` gives the operands of one pair.
   template <typename Site>
   Status runPairs(const KernelArgs &a, int64_t R, int64_t keys, Site site) const {
@@ -144,22 +163,7 @@ public:
     const uint8_t *keep = a.inputs[3].as<uint8_t>();
     const float *q = a.inputs[0].as<float>(), *k = a.inputs[1].as<float>(), *v = a.inputs[2].as<float>();
     float *y = a.outputs[0].as<float>();
-    // Keys past a sentence's last kept one are not read: the translator's slot memory is as long
-    // as the longest source of the whole call (40 tokens or more on test_2016, whose sources
-    // average 17), and every row read all of them. Masked keys weigh exactly 0, so the result is
-    // unchanged to the bit (tested). One scan per slot, not per row (a beam's rows share a slot)
-    // or per (row, head).
-    // Per calling thread, not per kernel: sessions on several threads may run this kernel at once.
-    // (A local reference: the parallel rows read this thread's vector, not their own.)
-    thread_local std::vector<int64_t> liveKeysOfThread;
-    std::vector<int64_t> &liveKeys = liveKeysOfThread;
-    liveKeys.resize(size_t(N));
-    for (int64_t n = 0; n < N; ++n) {
-      const uint8_t *kn = keep + n * S;
-      int64_t len = S;
-      while (len > 0 && !kn[len - 1]) --len;
-      liveKeys[size_t(n)] = len;
-    }
+    const std::vector<int64_t> &liveKeys = keysToLastKept(keep, N, S);
     if (a.inputs[1].dtype == DType::BF16) {  // bf16 cross K/V: the all-heads body, else per pair
       const uint16_t *kb = a.inputs[1].as<uint16_t>(), *vb = a.inputs[2].as<uint16_t>();
       if (attendAllHeadsBf16_)
@@ -213,14 +217,7 @@ public:
     const uint8_t *keep = a.inputs[2].as<uint8_t>();
     const float *q = a.inputs[0].as<float>();
     float *y = a.outputs[0].as<float>();
-    thread_local std::vector<int64_t> liveKeysOfThread;  // per calling thread, as the gathered attention's
-    std::vector<int64_t> &liveKeys = liveKeysOfThread;
-    liveKeys.resize(size_t(N));
-    for (int64_t n = 0; n < N; ++n) {
-      int64_t len = S;
-      while (len > 0 && !keep[n * S + len - 1]) --len;
-      liveKeys[size_t(n)] = len;
-    }
+    const std::vector<int64_t> &liveKeys = keysToLastKept(keep, N, S);  // keys past them weigh 0
     auto row = [&](const auto *k, auto body) {
       return runRows(a, R, S, [&](int64_t r, float *scores) {
         const int64_t n = rows[r], live = liveKeys[size_t(n)];
