@@ -228,6 +228,7 @@ tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::ve
   all.ids = std::move(ids);
   all.out.assign(all.in.size(), {});  // each worker writes the sentences it claims
   tfmdata::Translator::SharedSentences queue;
+  queue.translators = int64_t(workers);
   std::vector<tfmrt::Status> status(workers);
   std::vector<size_t> finished(workers, 0);
   std::mutex progressMutex;
@@ -786,9 +787,9 @@ int translateCommand(const CommandLine &cl) {
     tfmdata::Translator::Work w;
     for (const auto &t : translators) w += t->work();
     std::printf("work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
-                "re-projected\n",
+                "re-projected, %lld encode calls\n",
                 (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
-                (long long)w.memoryPositions);
+                (long long)w.memoryPositions, (long long)w.encodeCalls);
     if (workers == 1)
       std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
                   w.admitSeconds, w.stepSeconds, w.searchSeconds,

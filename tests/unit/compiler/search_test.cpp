@@ -554,6 +554,7 @@ TEST(Search, TranslatorsSharingSentencesGiveOneTranslatorsResults) {
     std::vector<std::unique_ptr<tfmdata::Translator>> workers(3);
     for (auto &w : workers) ASSERT_TRUE(tfmdata::Translator::create(*model, o, w).ok());
     tfmdata::Translator::SharedSentences queue;
+    queue.translators = int64_t(workers.size());
     std::vector<std::vector<tfmdata::Hypothesis>> shared(sources.size());
     std::vector<size_t> claimed(workers.size(), 0);
     std::vector<tfmrt::Status> status(workers.size());
@@ -587,6 +588,43 @@ TEST(Search, TranslatorsSharingSentencesGiveOneTranslatorsResults) {
   std::vector<std::vector<tfmdata::Hypothesis>> unsized;
   t->share(&queue);
   EXPECT_FALSE(t->translate(sources, unsized).ok());
+}
+
+// A shared queue hands out shrinking claims: a (2 x translators)-th of the sentences left (at
+// least one), so no translator takes the last full block while the others run dry. One
+// translator on a queue declared for two, 40 sources, an encode budget that fits them all: 14
+// claims (10, 7, 5, 4, 3, 2, 2, then seven of one) instead of one, and the same results.
+TEST(Search, SharedQueueClaimsShrinkAsItEmpties) {
+  auto model = compileAndLoad("tiny", tfmrt::KernelBackend::Dnnl, "all", false, false, /*translate=*/true);
+  ASSERT_TRUE(model);
+  ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
+  std::vector<std::vector<int32_t>> sources;
+  for (int i = 0; i < 40; ++i) sources.push_back({3 + i % 50, 4 + (i * 7) % 40, 5 + (i * 3) % 30});
+  tfmdata::SearchOptions o;
+  o.beam = 2;
+  o.maxSentences = 64;
+  o.encodeBlockTokens = 4096;
+  std::unique_ptr<tfmdata::Translator> alone, sharing;
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, alone).ok());
+  ASSERT_TRUE(tfmdata::Translator::create(*model, o, sharing).ok());
+  std::vector<std::vector<tfmdata::Hypothesis>> expected, got(sources.size());
+  ASSERT_TRUE(alone->translate(sources, expected).ok());
+  EXPECT_EQ(alone->work().encodeCalls, 1);
+  tfmdata::Translator::SharedSentences queue;
+  queue.translators = 2;
+  sharing->share(&queue);
+  ASSERT_TRUE(sharing->translate(sources, got).ok());
+  sharing->share(nullptr);
+  EXPECT_EQ(sharing->work().encodeCalls, 14);
+  EXPECT_EQ(sharing->work().encodedPositions, alone->work().encodedPositions);  // 40 x 4, either way
+  EXPECT_EQ(queue.next, 40);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    ASSERT_EQ(got[i].size(), expected[i].size()) << "sentence " << i;
+    for (size_t k = 0; k < expected[i].size(); ++k) {
+      EXPECT_EQ(got[i][k].tokens, expected[i][k].tokens) << "sentence " << i;
+      EXPECT_NEAR(got[i][k].logProb, expected[i][k].logProb, 1e-5) << "sentence " << i;
+    }
+  }
 }
 
 // --min-length and --no-repeat-ngram-size: greedy (cached and full prefix) equals the

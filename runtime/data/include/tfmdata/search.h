@@ -146,27 +146,30 @@ public:
   // Several translators (of one model, on their own threads: tfmc translate --workers) sharing
   // one call's sentences: each is given all of them (the same sources, ids, forced tokens and a
   // result vector already sized to them), and claims the next block of sentences whenever it
-  // encodes, so each keeps its own continuous batching and they finish within about a block of
-  // each other (fixed halves finished up to 0.1 s apart in a 0.7 s run). Each writes only the
-  // results of the sentences it claimed. Set with share(&queue) before the calls, share(nullptr)
-  // after; a queue serves one call of each translator.
+  // encodes, so each keeps its own continuous batching. Claims shrink as the queue empties (at
+  // most an (2 x translators)-th of what is left, as OpenMP's guided schedule), so the translators
+  // finish close together. Each writes only the results of the sentences it claimed. Set with
+  // share(&queue) before the calls, share(nullptr) after; a queue serves one call of each
+  // translator.
   struct SharedSentences {
     std::mutex mutex;
-    int64_t next = 0;  // the first sentence not claimed yet
+    int64_t next = 0;         // the first sentence not claimed yet
+    int64_t translators = 1;  // how many share the queue
   };
   void share(SharedSentences *queue) { shared_ = queue; }
   int64_t decodeSteps() const { return steps_; }  // decoder calls so far
   // Work done so far, for FLOP estimates (--profile): source positions encoded (padding
-  // included), decoder rows summed over calls, and decoder positions computed (the cached decoder
-  // one per row; the full-prefix decoder the whole prefix of every row, and it also re-projects
-  // the memory for cross-attention: memoryPositions).
+  // included) in encodeCalls blocks, decoder rows summed over calls, and decoder positions
+  // computed (the cached decoder one per row; the full-prefix decoder the whole prefix of every
+  // row, and it also re-projects the memory for cross-attention: memoryPositions).
   struct Work {
-    int64_t encodedPositions = 0, rows = 0, decoderPositions = 0, memoryPositions = 0;
+    int64_t encodedPositions = 0, encodeCalls = 0, rows = 0, decoderPositions = 0, memoryPositions = 0;
     // Wall time in the decoder's admissions (encode and the slot copies), in its steps, and in
     // the search between steps (scoring rows, extending and finishing hypotheses).
     double admitSeconds = 0, stepSeconds = 0, searchSeconds = 0;
     Work &operator+=(const Work &o) {  // summed over translators (tfmc translate --workers)
-      encodedPositions += o.encodedPositions, rows += o.rows, decoderPositions += o.decoderPositions;
+      encodedPositions += o.encodedPositions, encodeCalls += o.encodeCalls, rows += o.rows;
+      decoderPositions += o.decoderPositions;
       memoryPositions += o.memoryPositions;
       admitSeconds += o.admitSeconds, stepSeconds += o.stepSeconds, searchSeconds += o.searchSeconds;
       return *this;
