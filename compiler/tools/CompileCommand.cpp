@@ -228,9 +228,13 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
   }
   if (cl.has("alignment-layer")) {
     const long long layer = cl.getInt("alignment-layer", -1);
-    if (!options.alignment || layer < 0 || layer > 1000000) {
-      std::cerr << "tfmc " << cmd << ": error: --alignment-layer takes a decoder layer (0 = the first) and needs "
-                << "--entries=...,translate,alignment\n";
+    if (!options.alignment) {
+      std::cerr << "tfmc " << cmd << ": error: --alignment-layer needs --entries=...,translate,alignment\n";
+      return false;
+    }
+    if (layer < 0 || layer > 1000000) {
+      std::cerr << "tfmc " << cmd << ": error: --alignment-layer takes a decoder layer, 0 = the first; got '"
+                << cl.get("alignment-layer") << "'\n";
       return false;
     }
     options.alignmentLayer = int(layer);  // checked against the spec's decoder layers when imported

@@ -3,6 +3,7 @@
 // options and validates numbers before the command runs.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -65,6 +66,13 @@ Options concat(std::initializer_list<Options> lists) {
   for (const Options &l : lists) out.insert(out.end(), l.begin(), l.end());
   return out;
 }
+// `options` less those named (train has no use for run's --output).
+Options without(Options options, std::initializer_list<std::string> names) {
+  options.erase(std::remove_if(options.begin(), options.end(),
+                               [&](const OptionSpec &o) { return std::find(names.begin(), names.end(), o.name) != names.end(); }),
+                options.end());
+  return options;
+}
 
 std::vector<CommandSpec> commandSpecs() {
   return {
@@ -81,7 +89,7 @@ std::vector<CommandSpec> commandSpecs() {
        concat({runOptions(), Options{{"o", Kind::Text, "artifact path (default demo.tfmx)"}}, pipelineOptions()})},
       {"train", "model", "artifact compiled with --entries=forward,train_step",
        "Run compiled training steps on a corpus (--data) or one batch, with checkpoints and exact resume.",
-       concat({runOptions(),
+       concat({without(runOptions(), {"output"}),
                Options{{"steps", Kind::Int, "training steps (default: to the spec's training.max_steps on --data, else 20)"},
                {"update-freq", Kind::Int, "accumulate the gradients of N batches per step (needs --entries=...,accumulate)"},
                {"first-step", Kind::Int, "number of the first step (default 1)"},

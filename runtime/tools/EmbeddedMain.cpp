@@ -25,13 +25,19 @@ std::string selfPath() {
   return n > 0 ? std::string(buf, size_t(n)) : std::string();
 }
 
-bool carriesArtifact(const std::string &path, std::string &modelName) {
+// Whether this program carries an artifact (false: the bare template); `damage` says why one that
+// it carries cannot be read (a bit flipped in the copy: its checksum), so that is not reported as
+// carrying none.
+bool carriesArtifact(const std::string &path, std::string &modelName, std::string &damage) {
   std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t offset = 0, size = 0;
   if (!tfmrt::findEmbeddedArtifact(bytes, offset, size)) return false;
   tfmrt::Artifact a;
-  if (!tfmrt::deserializeArtifact(bytes.data() + offset, size, a).ok()) return false;
+  if (tfmrt::Status s = tfmrt::deserializeArtifact(bytes.data() + offset, size, a); !s.ok()) {
+    damage = s.message();
+    return true;
+  }
   modelName = a.modelName;
   return true;
 }
@@ -54,8 +60,16 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
 
 int main(int argc, char **argv) {
   const std::string self = selfPath();
-  std::string model;
-  if (self.empty() || !carriesArtifact(self, model)) {
+  std::string model, damage;
+  const bool carries = !self.empty() && carriesArtifact(self, model, damage);
+  if (carries && !damage.empty()) {
+    std::fprintf(stderr,
+                 "%s: error: the compiled model this program carries is damaged (%s); compile it again with\n"
+                 "`tfmc compile <spec.yaml> --entries=forward,translate --emit=executable -o <name>`\n",
+                 argv[0], damage.c_str());
+    return 1;
+  }
+  if (!carries) {
     std::fprintf(stderr,
                  "%s: error: this program carries no compiled model; it is the template that\n"
                  "`tfmc compile <spec.yaml> --entries=forward,translate --emit=executable -o <name>` copies\n",

@@ -331,16 +331,20 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   // --resume and --checkpoint naming one file (the usual way to continue a run), and --save-weights
   // replacing the --weights it started from (read first; run allows it too). Checked before the
   // metrics file is opened, which creates it.
+  // The corpus too: every file of --data (--checkpoint data/val.en.gz replaced the references).
   const std::string artifact = rs.artifactPath, tokenizer = cl.get("tokenizer"), metricsPath = cl.get("metrics");
-  for (const auto &[path, what, inputs] :
+  const std::vector<std::string> corpusFiles = tfmdata::corpusDirectoryFiles(cl.get("data"));
+  for (auto [path, what, inputs] :
        {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, rs.weights}},
         {rs.saveWeights, "--save-weights file", {artifact, tokenizer, resume, checkpoint}},
         {metricsPath, "--metrics file", {artifact, tokenizer, rs.weights, resume, checkpoint}}})
-    if (!path.empty())
+    if (!path.empty()) {
+      inputs.insert(inputs.end(), corpusFiles.begin(), corpusFiles.end());
       if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
         std::cerr << "tfmc train: error: " << s.message() << "\n";
         return 2;
       }
+    }
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
   if (cl.has("metrics") && leader) {
@@ -356,6 +360,19 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       if (f) std::fclose(f);
     }
   } closeMetrics{metrics};
+  // A metrics line that cannot be written (a full disk) is reported once, training goes on (its
+  // checkpoints matter more), and the command then ends with status 1: `--metrics /dev/full`
+  // had exited 0 with nothing said.
+  bool metricsLost = false;
+  auto writeMetrics = [&](const std::string &line, int64_t step) {
+    if (!metrics || metricsLost) return;
+    errno = 0;
+    if (std::fputs(line.c_str(), metrics) < 0 || std::fflush(metrics) != 0 || std::ferror(metrics)) {
+      metricsLost = true;
+      std::cerr << "tfmc train: warning: cannot write the metrics file '" << cl.get("metrics") << "' at step " << step
+                << (errno ? std::string(": ") + std::strerror(errno) : std::string()) << "; training goes on without it\n";
+    }
+  };
   for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "the checkpoint"},
                                    {rs.saveWeights, "the --save-weights file"}})
     if (leader && !path.empty())
@@ -506,10 +523,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::fflush(stdout);
     if (metrics) {
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart).count();
-      std::fprintf(metrics, "{\"step\": %lld, \"valid_loss\": %.6f", (long long)step, loss);
-      if (validBleu) std::fprintf(metrics, ", \"valid_bleu\": %.4f", bleu);
-      std::fprintf(metrics, ", \"elapsed_s\": %.3f}\n", elapsed);
-      std::fflush(metrics);
+      char buf[192];
+      std::string line = (std::snprintf(buf, sizeof buf, "{\"step\": %lld, \"valid_loss\": %.6f", (long long)step, loss), buf);
+      if (validBleu) line += (std::snprintf(buf, sizeof buf, ", \"valid_bleu\": %.4f", bleu), buf);
+      line += (std::snprintf(buf, sizeof buf, ", \"elapsed_s\": %.3f}\n", elapsed), buf);
+      writeMetrics(line, step);
     }
     if (improved && !saveDir.empty()) {
       const std::string bestPath = saveDir + "/checkpoint_best";
@@ -747,11 +765,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
                   millis.back());
       std::fflush(stdout);  // progress shows up when the output goes to a file or a pipe
       if (metrics) {
-        std::fprintf(metrics,
-                     "{\"step\": %lld, \"epoch\": %lld, \"lr\": %.6e, \"loss\": %.6f, \"grad_norm\": %.6g, "
-                     "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n",
-                     (long long)step, (long long)epoch, lr, loss, gradNorm, tokPerSec, elapsed);
-        std::fflush(metrics);
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "{\"step\": %lld, \"epoch\": %lld, \"lr\": %.6e, \"loss\": %.6f, \"grad_norm\": %.6g, "
+                      "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n",
+                      (long long)step, (long long)epoch, lr, loss, gradNorm, tokPerSec, elapsed);
+        writeMetrics(line, step);
       }
       lastLog = now;
       tokensSinceLog = 0;
@@ -822,6 +841,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
     std::printf("wrote %s\n", rs.saveWeights.c_str());
   }
+  if (metricsLost) {
+    std::cerr << "tfmc train: error: training finished, but the metrics file '" << cl.get("metrics")
+              << "' could not be written (see the warning above)\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -852,6 +876,20 @@ int tokenizerCommand(const CommandLine &cl) {
   if (vocab < 5 || vocab > (int64_t(1) << 24)) {
     std::cerr << "tfmc tokenizer: error: --vocab must be in [5, 16777216] (ids 0-3 are pad, bos, eos and unk), got " << vocab
               << "\n";
+    return 2;
+  }
+  if (langs.empty()) {
+    std::cerr << "tfmc tokenizer: error: --langs names no language (a comma list such as de,en)\n";
+    return 2;
+  }
+  for (size_t i = 0; i < langs.size(); ++i)
+    if (std::find(langs.begin(), langs.begin() + long(i), langs[i]) != langs.begin() + long(i)) {
+      std::cerr << "tfmc tokenizer: error: --langs names '" << langs[i] << "' twice (its corpus would count double)\n";
+      return 2;
+    }
+  // -o naming a corpus file (tokenizer --data d -o d/train.de.gz) replaced the corpus by the model.
+  if (auto s = tfmrt::refuseOverwriting(out, "-o file", tfmdata::corpusDirectoryFiles(dir)); !s.ok()) {
+    std::cerr << "tfmc tokenizer: error: " << s.message() << "\n";
     return 2;
   }
   const std::string split = cl.get("split", "train");

@@ -454,11 +454,19 @@ int translateCommand(const CommandLine &cl) {
     std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
     return 2;
   }
-  if (cl.positionals.empty() || cl.get("tokenizer").empty() || (cl.has("weights") == cl.has("checkpoint")) ||
-      (cl.has("input") == cl.has("data"))) {
-    std::cerr << "tfmc translate: error: usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
+  // What is missing or conflicting first, then the usage line (it alone left users guessing).
+  const char *why = cl.positionals.empty()                     ? "no artifact given"
+                    : cl.get("tokenizer").empty()              ? "--tokenizer is missing"
+                    : cl.has("weights") && cl.has("checkpoint") ? "give --weights or --checkpoint, not both"
+                    : !cl.has("weights") && !cl.has("checkpoint") ? "the weights are missing: give --weights or --checkpoint"
+                    : cl.has("input") && cl.has("data")          ? "give --input or --data, not both"
+                    : !cl.has("input") && !cl.has("data")        ? "nothing to translate: give --input file (- for standard input) or --data dir"
+                                                                 : nullptr;
+  if (why) {
+    std::cerr << "tfmc translate: error: " << why << "\n"
+              << "usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
                  "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
-                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] (tfmc --help)\n";
+                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] (tfmc translate --help)\n";
     return 2;
   }
   // An ensemble: several --weights or --checkpoint, with one artifact for all or one each.
@@ -556,6 +564,8 @@ int translateCommand(const CommandLine &cl) {
       for (const std::string &path : cl.getAll(flag)) inputs.push_back(path);
     for (const char *flag : {"tokenizer", "input", "reference", "target-prefix"}) inputs.push_back(cl.get(flag));
     if (cl.get("input") == "-") inputs.push_back("/dev/stdin");  // --input - < X --output X
+    // --data's files: its sources and references (--output data/test_2016_flickr.en.gz replaced them).
+    for (const std::string &path : tfmdata::corpusDirectoryFiles(cl.get("data"))) inputs.push_back(path);
     if (auto s = tfmrt::refuseOverwriting(cl.get("output"), "--output file", inputs); !s.ok()) {
       fail("translate", s);
       return 2;

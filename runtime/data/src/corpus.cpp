@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace tfmdata {
@@ -43,6 +44,15 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   if (err != Z_OK && err != Z_STREAM_END) return tfmrt::ioError("cannot read '" + path + "': " + why);
   if (!line.empty()) finishLine();  // the last line, without a newline
   return tfmrt::Status::OK();
+}
+
+std::vector<std::string> corpusDirectoryFiles(const std::string &dir) {
+  std::vector<std::string> files;
+  if (dir.empty()) return files;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec)) files.push_back(it->path().string());
+  return files;
 }
 
 namespace {

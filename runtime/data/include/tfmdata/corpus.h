@@ -11,6 +11,11 @@ namespace tfmdata {
 // Reads every line of `path` (gzip-compressed or plain: zlib reads both), without the newline.
 tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines);
 
+// The files directly in a corpus directory (--data: every split and language, plain or gzip),
+// for refusing an output path that would overwrite one of them. Empty when `dir` is empty or
+// cannot be listed.
+std::vector<std::string> corpusDirectoryFiles(const std::string &dir);
+
 struct ParallelCorpus {
   std::vector<std::string> src, tgt;  // line i of both sides is a translation pair
 };
