@@ -95,7 +95,8 @@ std::string joined(const std::vector<std::string> &names) {
   return out;
 }
 
-bool isQuoted(const YAML::Node &n) { return n.Tag() == "!"; }
+// A string by its quotes, or by an explicit !!str tag (`heads: !!str 4` compiled as 4 heads).
+bool isQuoted(const YAML::Node &n) { return n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str"; }
 
 // What a value looks like, for "got ..." in messages.
 std::string describe(const YAML::Node &n) {
@@ -110,7 +111,9 @@ std::string describe(const YAML::Node &n) {
   case YAML::NodeType::Scalar:
     break;
   }
-  return isQuoted(n) ? "the quoted string " + quote(n.Scalar()) : quote(n.Scalar());
+  if (n.Tag() == "!")
+    return "the quoted string " + quote(n.Scalar());
+  return isQuoted(n) ? "the string (tagged !!str) " + quote(n.Scalar()) : quote(n.Scalar());
 }
 
 bool isDigits(const std::string &s, size_t begin, size_t end) {

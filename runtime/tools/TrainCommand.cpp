@@ -284,17 +284,18 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --save-dir writes <dir>/checkpoint_last itself; drop --checkpoint\n";
     return 2;
   }
-  if (leader && !saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::cerr << "tfmc train: error: cannot create --save-dir '" << saveDir << "'\n";
-    return 1;
-  }
   const std::string checkpoint = saveDir.empty() ? cl.get("checkpoint") : saveDir + "/checkpoint_last";
   const std::string resume = cl.get("resume");
   const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
   const int64_t keepLast = cl.getInt("keep-last", 0), patience = cl.getInt("patience", 0);
   const bool validBleu = cl.has("valid-bleu");
-  if (keepLast < 0 || patience < 0 || (keepLast > 0 && saveDir.empty())) {
-    std::cerr << "tfmc train: error: --keep-last N needs --save-dir; --keep-last and --patience must be >= 0\n";
+  if (keepLast < 0 || patience < 0) {
+    std::cerr << "tfmc train: error: " << (keepLast < 0 ? "--keep-last" : "--patience") << " must be >= 0, got "
+              << (keepLast < 0 ? keepLast : patience) << "\n";
+    return 2;
+  }
+  if (keepLast > 0 && saveDir.empty()) {
+    std::cerr << "tfmc train: error: --keep-last N needs --save-dir\n";
     return 2;
   }
   if ((validBleu || patience > 0) && (!cl.has("data") || cl.get("valid-split", "val") == "none")) {
@@ -323,8 +324,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   const int64_t evalEvery = cl.getInt("eval-every", 0);
   // Such values were taken: --batch-tokens 0 or -5 made one-sentence batches ("<= -5 tokens"),
   // --eval-every below 0 meant "at the end", --log-every below 1 "every step".
-  if (evalEvery < 0 || cl.getInt("log-every", 1) < 1 || cl.getInt("batch-tokens", 1) < 1) {
-    std::cerr << "tfmc train: error: --log-every and --batch-tokens must be >= 1, --eval-every >= 0 (0: at the end)\n";
+  for (const char *flag : {"log-every", "batch-tokens"})
+    if (cl.getInt(flag, 1) < 1) {
+      std::cerr << "tfmc train: error: --" << flag << " must be >= 1, got " << cl.getInt(flag, 1) << "\n";
+      return 2;
+    }
+  if (evalEvery < 0) {
+    std::cerr << "tfmc train: error: --eval-every must be >= 0 (0: at the end), got " << evalEvery << "\n";
     return 2;
   }
   // Outputs that are inputs (train model.tfmx --checkpoint model.tfmx) would destroy them. Allowed:
@@ -345,6 +351,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
         return 2;
       }
     }
+  // Created once every option has been checked (a refused --keep-last left an empty directory).
+  if (leader && !saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::cerr << "tfmc train: error: cannot create --save-dir '" << saveDir << "': " << std::strerror(errno) << "\n";
+    return 1;
+  }
   // The metrics file is opened before any work, so a bad path costs nothing.
   std::FILE *metrics = nullptr;
   if (cl.has("metrics") && leader) {

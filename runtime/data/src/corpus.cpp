@@ -12,6 +12,13 @@ namespace tfmdata {
 tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
+  // zlib reads a file that is not gzip as plain text: a .gz that is not gzip (references
+  // overwritten by plain text) was read as if nothing were wrong.
+  const bool named = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  if (named && gzdirect(f)) {
+    gzclose(f);
+    return tfmrt::invalidArgument("'" + path + "' is named .gz but is not gzip-compressed (empty, or plain text?)");
+  }
   lines.clear();
   // Split on '\n' by hand: gzgets hands back C strings, so a NUL byte cut its line short and the
   // rest of it ran into the next line, which shifted every later line (a translation out of

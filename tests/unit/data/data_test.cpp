@@ -45,6 +45,14 @@ TEST(Corpus, ReadsGzipAndPlainLines) {
   tfmrt::Status s = tfmdata::readLines(testing::TempDir() + "/nope.gz", lines);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
+  // A file named .gz that is not gzip (plain text, or empty) is refused; zlib read it as text.
+  for (const std::string text : {"x\ny\n", ""}) {
+    const std::string fake = testing::TempDir() + "/fake.gz";
+    std::ofstream(fake) << text;
+    s = tfmdata::readLines(fake, lines);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("is named .gz but is not gzip-compressed"), std::string::npos) << s.message();
+  }
   // Unreadable: a directory, and a gzip file cut short; the message says why.
   s = tfmdata::readLines(testing::TempDir(), lines);
   EXPECT_FALSE(s.ok());
