@@ -166,12 +166,21 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     }
     makeSampleBatch(info, batch, srcLen, tgtLen, rs.seed, inputs);
   }
-  for (size_t i = 0; i < inputs.size(); ++i)
+  static const char *const names[] = {"src", "tgt_in", "tgt_out"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
       std::cerr << "tfmc " << cmd << ": error: input " << i << " must be I32 [batch, length], got "
                 << inputs[i].describe() << "\n";
       return 1;
     }
+    // An empty batch "ran" (a loss of 0, steps at 0 tokens): nothing was computed.
+    if (inputs[i].shape[0] == 0 || inputs[i].shape[1] == 0) {
+      std::cerr << "tfmc " << cmd << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+                << (i < 3 ? names[i] : "input") << "' is empty (" << inputs[i].describe()
+                << "): a batch needs at least one sentence of at least one token\n";
+      return 1;
+    }
+  }
   return 0;
 }
 

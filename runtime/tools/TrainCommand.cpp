@@ -22,6 +22,7 @@
 #include "tfmdata/bleu.h"
 #include "tfmdata/corpus.h"
 #include "tfmdata/search.h"
+#include "tfmdata/text.h"
 #include "tfmdata/tokenizer.h"
 #include "tfmdist/communicator.h"
 #include "tfmrt/files.h"
@@ -100,10 +101,19 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     tfmdata::ParallelCorpus corpus;
     if (auto s = tfmdata::readParallel(dir, split, srcLang, tgtLang, corpus); !s.ok()) return fail("train", s);
     std::vector<tfmdata::Example> examples(corpus.src.size());
+    // Invalid UTF-8 is replaced as translate replaces it, and said (it was taken silently).
+    int64_t invalid = 0, firstInvalid = 0;
     for (size_t i = 0; i < examples.size(); ++i) {
+      for (std::string *line : {&corpus.src[i], &corpus.tgt[i]})
+        if (tfmdata::sanitiseUtf8(*line) && invalid++ == 0) firstInvalid = int64_t(i) + 1;
       if (auto s = tok->encode(corpus.src[i], examples[i].src); !s.ok()) return fail("train", s);
       if (auto s = tok->encode(corpus.tgt[i], examples[i].tgt); !s.ok()) return fail("train", s);
     }
+    if (invalid)
+      std::fprintf(stderr,
+                   "tfmc train: warning: %s/%s.{%s,%s}: %lld line(s) with invalid UTF-8, its bytes replaced by U+FFFD "
+                   "(first: line %lld)\n",
+                   dir.c_str(), split.c_str(), srcLang.c_str(), tgtLang.c_str(), (long long)invalid, (long long)firstInvalid);
     if (&out == &data.valid) {
       data.validReferences = corpus.tgt;
       for (const tfmdata::Example &e : examples) data.validSources.push_back(e.src);

@@ -629,6 +629,11 @@ int translateCommand(const CommandLine &cl) {
                  "--sample or --n-best\n";
     return 2;
   }
+  if (scoring && cl.has("output-format")) {  // it was taken and ignored
+    std::cerr << "tfmc translate: error: --score-reference prints a score per line, not text: it takes no "
+                 "--output-format\n";
+    return 2;
+  }
   if (scoring) search.beam = 1;  // one forced hypothesis per sentence: 128 in flight by default
   if (cl.has("target-prefix") && (scoring || cl.get("input") == "-")) {
     std::cerr << "tfmc translate: error: --target-prefix is read line for line with --input file or --data; it "
