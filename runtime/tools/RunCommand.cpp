@@ -115,6 +115,9 @@ void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model
 
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
+// The forward entry's inputs, in order (--inputs names them).
+constexpr const char *kInputNames[] = {"src", "tgt_in", "tgt_out"};
+
 int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
@@ -142,7 +145,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   if (!rs.inputs.empty()) {
     std::map<std::string, tfmrt::Tensor> tensors;
     if (auto s = tfmrt::readSafetensors(rs.inputs, tensors); !s.ok()) return fail(cmd, s);
-    for (const char *name : {"src", "tgt_in", "tgt_out"}) {
+    for (const char *name : kInputNames) {
       auto it = tensors.find(name);
       if (it == tensors.end()) {
         std::cerr << "tfmc " << cmd << ": error: " << rs.inputs << " has no tensor '" << name
@@ -166,7 +169,6 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     }
     makeSampleBatch(info, batch, srcLen, tgtLen, rs.seed, inputs);
   }
-  static const char *const names[] = {"src", "tgt_in", "tgt_out"};
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
       std::cerr << "tfmc " << cmd << ": error: input " << i << " must be I32 [batch, length], got "
@@ -176,7 +178,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     // An empty batch "ran" (a loss of 0, steps at 0 tokens): nothing was computed.
     if (inputs[i].shape[0] == 0 || inputs[i].shape[1] == 0) {
       std::cerr << "tfmc " << cmd << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
-                << (i < 3 ? names[i] : "input") << "' is empty (" << inputs[i].describe()
+                << (i < 3 ? kInputNames[i] : "input") << "' is empty (" << inputs[i].describe()
                 << "): a batch needs at least one sentence of at least one token\n";
       return 1;
     }

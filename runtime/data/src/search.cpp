@@ -496,25 +496,28 @@ Status Translator::translateForced(const std::vector<std::vector<int32_t>> &sour
                                   whats);
   if (sentenceIds && sentenceIds->size() != sources.size())
     return tfmrt::invalidArgument("one sentence id per source is needed");
-  // The error names the first offending line in the caller's numbering (the sentences come
-  // sorted by length, and "prefix 2" was named when every line was too long).
-  Status invalid = Status::OK();
-  uint64_t invalidId = UINT64_MAX;
-  for (size_t i = 0; i < given.size(); ++i) {
-    const uint64_t id1 = sentenceIds ? (*sentenceIds)[i] + 1 : i + 1;
-    if (id1 >= invalidId) continue;
-    const std::string which = what + (" " + std::to_string(id1));
+  // What is wrong with sentence i's tokens, named as line `line`.
+  auto check = [&](size_t i, uint64_t line) -> Status {
+    const std::string which = what + (" " + std::to_string(line));
     for (int32_t id : given[i])
-      if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos) {
-        invalid = tfmrt::invalidArgument(which + " holds id " + std::to_string(id) +
-                                         ": padding, BOS, </s> and negative ids are not tokens to force");
-        invalidId = id1;
-        break;
-      }
-    if (invalidId != id1 && int64_t(given[i].size()) > options_.maxLen - 2) {
-      invalid = tfmrt::invalidArgument(which + " has " + std::to_string(given[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
-                                       std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
-      invalidId = id1;
+      if (id < 0 || id == options_.pad || id == options_.bos || id == options_.eos)
+        return tfmrt::invalidArgument(which + " holds id " + std::to_string(id) +
+                                      ": padding, BOS, </s> and negative ids are not tokens to force");
+    if (int64_t(given[i].size()) > options_.maxLen - 2)
+      return tfmrt::invalidArgument(which + " has " + std::to_string(given[i].size()) + " tokens; with BOS and </s> the model's max_len (" +
+                                    std::to_string(options_.maxLen) + ") allows " + std::to_string(options_.maxLen - 2));
+    return Status::OK();
+  };
+  // The first offending line in the caller's numbering: the sentences come sorted by length, and
+  // "prefix 2" was named when every line was too long.
+  Status invalid = Status::OK();
+  uint64_t invalidLine = UINT64_MAX;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const uint64_t line = sentenceIds ? (*sentenceIds)[i] + 1 : i + 1;
+    if (line >= invalidLine) continue;
+    if (Status s = check(i, line); !s.ok()) {
+      invalid = std::move(s);
+      invalidLine = line;
     }
   }
   if (!invalid.ok()) return invalid;
