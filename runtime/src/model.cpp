@@ -77,7 +77,8 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
     for (size_t i = 0; i < impl.artifact.functions.size(); ++i)
       TFMRT_RETURN_IF_ERROR(impl.prepareEntry(impl.artifact.functions[i], impl.entries[i]));
     // Without parameters there are no weights to wait for: derive from the constants now.
-    if (impl.artifact.params.empty()) TFMRT_RETURN_IF_ERROR(impl.evaluateWeightDerived());
+    if (impl.artifact.params.empty())
+      for (EntryState &state : impl.entries) TFMRT_RETURN_IF_ERROR(impl.evaluateWeightDerived(state));
     TFMRT_RETURN_IF_ERROR(Session::create(*m, impl.session));
     model = std::move(m);
     return Status::OK();
@@ -376,6 +377,21 @@ std::string Model::kernelName(const std::string &entry, size_t nodeIndex) const 
   EntryState *state = impl_->findEntry(entry);
   if (!state || nodeIndex >= state->kernels.size()) return "";
   return state->kernels[nodeIndex]->name();
+}
+
+Status Model::prepare(const std::vector<std::string> &entries) {
+  std::lock_guard<CallLock> lock(impl_->callMutex);  // as a run that re-derives an entry
+  try {
+    for (const std::string &name : entries) {
+      EntryState *state = impl_->findEntry(name);
+      if (!state) return notFound(cat("the model has no entry '", name, "'"));
+      state->inUse = true;
+      if (impl_->derivedStale(*state)) TFMRT_RETURN_IF_ERROR(impl_->evaluateWeightDerived(*state));
+    }
+  } catch (const std::bad_alloc &) {
+    return internalError("out of memory while preparing the model's entries");
+  }
+  return Status::OK();
 }
 
 EntryState *Model::Impl::findEntry(const std::string &name) {

@@ -60,6 +60,10 @@ struct EntryState {
   // writes and reorders, gradient accumulation), so it runs even when no output needs it.
   std::vector<uint8_t> writesInPlace;
   uint64_t preparedVersion = ~uint64_t(0);  // the weightsVersion `derived` and packed weights are of
+  // Run, or named by Model::prepare: new weights re-derive it at once. Entries a process never
+  // runs (a translation never runs train_step or forward) derive nothing: their packed weight
+  // copies were half the load time of `tfmc translate` and a third of its memory.
+  bool inUse = false;
   bool usesState = false;       // has State values (their shapes are part of the plan key)
   bool usesDynamicState = false;  // a state with dynamic dims: runs only once bindStates bound them
   bool usesStaticState = false;   // training state (Adam moments): allocated by the first such run
@@ -129,14 +133,15 @@ struct Model::Impl {
   Status prepareEntry(const EntryFunction &fn, EntryState &state);
   EntryState *findEntry(const std::string &name);
   size_t entryIndex(const EntryState &state) const { return size_t(&state - entries.data()); }
-  // Makes `fresh` the weights (a new weights version), then evaluates every weight-derived value
-  // and lets kernels re-derive cached weights. On failure the previous weights are restored.
+  // Makes `fresh` the weights (a new weights version), then evaluates the weight-derived values
+  // of the entries in use and lets their kernels re-derive cached weights (other entries derive
+  // at their first run). On failure the previous weights are restored.
   Status installWeights(std::vector<Tensor> fresh, bool resetTrainingState = true);
   Status installWeightsLocked(std::vector<Tensor> fresh, bool resetTrainingState);  // callMutex held exclusively
   // `given` checked against the parameters (names, dtypes, shapes) and moved into their order.
   Status weightsInOrder(std::map<std::string, Tensor> &&given, std::vector<Tensor> &out) const;
-  Status evaluateWeightDerived();                    // every entry
-  Status evaluateWeightDerived(EntryState &state);  // one entry, for the current weightsVersion
+  Status evaluateWeightDerived();                    // every entry in use
+  Status evaluateWeightDerived(EntryState &state);  // one entry, for the current weightsVersion (marks it in use)
   // Memory of a value known before run() (parameter, constant, derived); null otherwise.
   void *knownData(const EntryState &state, uint32_t v);
 };

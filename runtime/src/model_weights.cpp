@@ -159,14 +159,16 @@ void *Model::Impl::knownData(const EntryState &state, uint32_t v) {
   return nullptr;
 }
 
-// Runs the weight-derived nodes of every entry (in order, so derived values may feed each other),
-// then hands each run-time kernel its known operands through prepareWeights.
+// Runs the weight-derived nodes of every entry in use (in order, so derived values may feed each
+// other), then hands each run-time kernel its known operands through prepareWeights.
 Status Model::Impl::evaluateWeightDerived() {
-  for (EntryState &state : entries) TFMRT_RETURN_IF_ERROR(evaluateWeightDerived(state));
+  for (EntryState &state : entries)
+    if (state.inUse) TFMRT_RETURN_IF_ERROR(evaluateWeightDerived(state));
   return Status::OK();
 }
 
 Status Model::Impl::evaluateWeightDerived(EntryState &state) {
+  state.inUse = true;
   OmpThreadsScope threads(options.num_threads);
   {
     const EntryFunction &fn = *state.fn;

@@ -408,6 +408,7 @@ Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<
       return tfmrt::invalidArgument("the model's decode_step returns no attention weights (in an ensemble, the first "
                                     "model's): compile it with --entries=forward,translate,alignment");
   }
+  TFMRT_RETURN_IF_ERROR(model.prepare({needed[0], needed[1]}));
   std::unique_ptr<tfmrt::Session> session;
   TFMRT_RETURN_IF_ERROR(tfmrt::Session::create(model, session));
   if (o.useCache) {

@@ -108,8 +108,9 @@ public:
   // Replaces all weights. Refuses missing, unexpected, mis-shaped or wrongly typed tensors; the
   // message names every offending tensor with both shapes/dtypes. On error the weights are unchanged.
   // Every weights change (this, initWeights, loadWeights) also re-evaluates the nodes computed from
-  // weights and constants only (e.g. a tfm.concat of projection weights) and repacks packed weights,
-  // so run() does neither.
+  // weights and constants only (e.g. a tfm.concat of projection weights) and repacks packed weights
+  // for the entries in use (run before, or named by prepare()), so run() does neither. Other
+  // entries do it at their first run.
   // Training state (the Adam moments of a train_step entry) starts over with new weights, unless
   // `keepTrainingState` (e.g. restoring a checkpoint's weights next to its optimizer state).
   Status setWeights(const std::map<std::string, Tensor> &weights, bool keepTrainingState = false);
@@ -131,6 +132,11 @@ public:
                         bool withTrainingState = true);
   bool hasWeights() const;
   const Tensor *weight(const std::string &name) const;  // nullptr if unknown or weights unset
+  // Marks `entries` in use: what they compute from the weights alone (concatenated projections,
+  // packed weight copies) is derived now, or when weights are set, instead of at their first run.
+  // A translator names the entries it runs, so its first sentence does not wait for them, and
+  // the entries it never runs (train_step, forward) pack nothing. Unknown names are refused.
+  Status prepare(const std::vector<std::string> &entries);
 
   // Runs entry function `entry`. Inputs are checked against the entry's declared inputs (count,
   // dtype, rank, static dims; token ids within the embedding vocabulary; lengths within the

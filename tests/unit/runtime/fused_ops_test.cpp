@@ -521,10 +521,12 @@ TEST_P(WeightDerived, EvaluatedOncePerWeightsChange) {
     return int64_t(0);
   };
   ASSERT_OK(m->initWeights(1));
-  EXPECT_EQ(calls(concat + " (weights)"), 2);  // two concat nodes, once each
+  EXPECT_EQ(calls(concat + " (weights)"), 0) << "an entry not yet run derived its values (it may never run)";
   Tensor x = randomF32({2, 3, MergedQkv::D}, 61);
   std::vector<Tensor> out;
-  for (int i = 0; i < 3; ++i) ASSERT_OK(m->run("forward", {x}, out));
+  ASSERT_OK(m->run("forward", {x}, out));
+  EXPECT_EQ(calls(concat + " (weights)"), 2);  // two concat nodes, once each, at the first run
+  for (int i = 0; i < 2; ++i) ASSERT_OK(m->run("forward", {x}, out));
   EXPECT_EQ(calls(concat + " (weights)"), 2);
   EXPECT_EQ(calls(concat), 0) << "a weight-derived node ran per call";
   auto want = MergedQkv::expected(*m, x);
@@ -560,6 +562,30 @@ TEST_P(WeightDerived, EvaluatedOncePerWeightsChange) {
   EXPECT_EQ(planned.arena_bytes, plan.arena_bytes);
   EXPECT_EQ(planned.total_intermediate_bytes, plan.total_intermediate_bytes);
   EXPECT_EQ(planned.num_buffers, plan.num_buffers);
+
+  // Model::prepare: an entry named before the weights derives when they are set, one named after
+  // at once; neither runs again at the first call.
+  std::unique_ptr<Model> early, late;
+  ASSERT_OK(Model::fromArtifact(qkv.artifact, options, early));
+  ASSERT_OK(Model::fromArtifact(qkv.artifact, options, late));
+  auto callsOf = [](const Model &model, const std::string &kernel) {
+    for (const KernelProfile &p : model.profile())
+      if (p.kernel == kernel) return p.calls;
+    return int64_t(0);
+  };
+  ASSERT_OK(early->prepare({"forward"}));
+  EXPECT_EQ(callsOf(*early, concat + " (weights)"), 0);  // no weights yet
+  ASSERT_OK(early->initWeights(1));
+  ASSERT_OK(late->initWeights(1));
+  EXPECT_EQ(callsOf(*early, concat + " (weights)"), 2);
+  EXPECT_EQ(callsOf(*late, concat + " (weights)"), 0);
+  ASSERT_OK(late->prepare({"forward"}));
+  ASSERT_OK(late->prepare({"forward"}));  // already derived: nothing to do
+  EXPECT_EQ(callsOf(*late, concat + " (weights)"), 2);
+  for (Model *model : {early.get(), late.get()}) {
+    ASSERT_OK(model->run("forward", {x}, again));
+    EXPECT_EQ(callsOf(*model, concat + " (weights)"), 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WeightDerived, ::testing::Values(KernelBackend::Reference, KernelBackend::Dnnl),
@@ -584,7 +610,7 @@ TEST(WeightDerivedConstants, EvaluatedAtLoadWithoutParameters) {
   }
 }
 
-// A failing weight-derived node names itself, and leaves the model without weights.
+// A failing weight-derived node names itself; an entry in use leaves the model without weights.
 TEST(WeightDerivedErrors, FailureNamesTheNodeAndKeepsThePreviousState) {
   Artifact a;
   FunctionBuilder f(a, "forward");
@@ -595,11 +621,21 @@ TEST(WeightDerivedErrors, FailureNamesTheNodeAndKeepsThePreviousState) {
   f.finish();
   auto m = loadModel(a, KernelBackend::Dnnl);
   ASSERT_TRUE(m);
+  EXPECT_ERROR(m->prepare({"forward", "backward"}), "no entry 'backward'");
+  ASSERT_OK(m->prepare({"forward"}));  // in use: derived when the weights are set
   EXPECT_ERROR(m->initWeights(1), "entry 'forward': node 0 (tfm.embedding at test.yaml:1:3)", "evaluated when weights are set",
                "token id 7");
   EXPECT_FALSE(m->hasWeights());
   std::vector<Tensor> out;
   EXPECT_ERROR(m->run("forward", {Tensor::f32({2, 3})}, out), "weights are not set");
+
+  // Not in use: the weights are taken, and the entry's first run reports the node.
+  auto lazy = loadModel(a, KernelBackend::Dnnl);
+  ASSERT_TRUE(lazy);
+  ASSERT_OK(lazy->initWeights(1));
+  EXPECT_ERROR(lazy->run("forward", {Tensor::f32({2, 3})}, out), "node 0 (tfm.embedding at test.yaml:1:3)",
+               "evaluated when weights are set", "token id 7");
+  EXPECT_ERROR(lazy->prepare({"forward"}), "token id 7");
 }
 
 // --- planArtifactMemory ---------------------------------------------------------------------

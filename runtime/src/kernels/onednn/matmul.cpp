@@ -128,6 +128,9 @@ public:
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && (avx512Panels_ || attention::cpuHasAvx2Fma());
       fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
       fewRowsMax_ = avx512Panels_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
+      panelsFirst_ = (fewRows_ || fewRowsBf16_) && info.inferenceEntry && k > 0 && n > 0;
+      weightK_ = k;
+      weightN_ = n;
       if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
         memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
@@ -156,7 +159,14 @@ public:
       // The bf16 primitive's weight copy is made on first use instead (shared, and a training
       // step refreshes the weights of every entry, most of which the next step does not run).
       std::lock_guard<std::mutex> lock(derivedMutex_);
-      if (repacks_) repack(a.inputs[1].data, a.weightsVersion);
+      // An inference entry's products have few rows (a decoder step's hypotheses, an encoder
+      // block): the panels, which they run on, now; oneDNN's copy at the first call with more.
+      if (panelsFirst_ && fewRowsBf16_)
+        ensureBf16PanelsLocked(a.inputs[1].as<float>(), weightK_, weightN_, a.weightsVersion);
+      else if (panelsFirst_)
+        ensurePanelsLocked(a.inputs[1].as<float>(), weightK_, weightN_, a.weightsVersion);
+      else if (repacks_)
+        repack(a.inputs[1].data, a.weightsVersion);
     } catch (const dnnl::error &e) {
       return dnnlError("weight reorder", e);
     }
@@ -203,7 +213,7 @@ private:
       return Status::OK();
     }
     try {
-      // Normally packed by prepareWeights; this covers weights swapped without it.
+      // Packed by prepareWeights unless panelsFirst_; this also covers weights swapped without it.
       if (repacks_) {
         std::lock_guard<std::mutex> lock(derivedMutex_);
         if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) repack(B.data, a.weightsVersion);
@@ -264,16 +274,8 @@ private:
   void runFewRows(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
                   int64_t k, int64_t n, uint64_t version) const {
     {
-      // Packed on the first call of a weights version; concurrent first calls wait for one packing.
       std::lock_guard<std::mutex> lock(derivedMutex_);
-      if (!panels_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
-        // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
-        const int64_t width = avx512Panels_ ? gemm::kPanelCols : gemm::kAvx2PanelCols;
-        if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n, width)});
-        gemm::packPanels(w, k, n, transposeB_, panels_.data<float>(), width);
-        panelsVersion_ = version;
-        panelsFrom_ = w;
-      }
+      ensurePanelsLocked(w, k, n, version);
     }
     gemm::Epilogue e;
     e.bias = bias;
@@ -288,6 +290,28 @@ private:
           gemm::kAvx2PanelCols);
   }
 
+  // The f32 panels of weight w as of `version`, packed unless they are (under derivedMutex_):
+  // by prepareWeights for inference entries, else by the first few-rows call of a version
+  // (concurrent first calls wait for one packing).
+  void ensurePanelsLocked(const float *w, int64_t k, int64_t n, uint64_t version) const {
+    if (panels_.rawData() && panelsVersion_ == version && panelsFrom_ == w) return;
+    // Huge pages: first-touching a 64 MB copy (base's vocabulary) on 4 KiB pages took ~0.2 s here.
+    const int64_t width = avx512Panels_ ? gemm::kPanelCols : gemm::kAvx2PanelCols;
+    if (!panels_.rawData()) panels_ = Tensor::largeBuffer(DType::F32, {gemm::packedFloats(k, n, width)});
+    gemm::packPanels(w, k, n, transposeB_, panels_.data<float>(), width);
+    panelsVersion_ = version;
+    panelsFrom_ = w;
+  }
+
+  // The same for the bf16 panels (a kernel has one of the two kinds: they share the version).
+  void ensureBf16PanelsLocked(const float *w, int64_t k, int64_t n, uint64_t version) const {
+    if (panelsBf16_.rawData() && panelsVersion_ == version && panelsFrom_ == w) return;
+    if (!panelsBf16_.rawData()) panelsBf16_ = Tensor::largeBuffer(DType::BF16, {gemm::packedBf16Elements(k, n)});
+    gemm::packPanelsBf16(w, k, n, transposeB_, panelsBf16_.data<uint16_t>());
+    panelsVersion_ = version;
+    panelsFrom_ = w;
+  }
+
   // body(p0, p1) over the panels of N, one contiguous range per thread (serial when small).
   template <typename Body>
   static void forPanelRanges(int64_t m, int64_t k, int64_t n, const Body &body, int64_t width = gemm::kPanelCols) {
@@ -299,12 +323,7 @@ private:
                       int64_t k, int64_t n, uint64_t version) const {
     {
       std::lock_guard<std::mutex> lock(derivedMutex_);
-      if (!panelsBf16_.rawData() || panelsVersion_ != version || panelsFrom_ != w) {
-        if (!panelsBf16_.rawData()) panelsBf16_ = Tensor::largeBuffer(DType::BF16, {gemm::packedBf16Elements(k, n)});
-        gemm::packPanelsBf16(w, k, n, transposeB_, panelsBf16_.data<uint16_t>());
-        panelsVersion_ = version;
-        panelsFrom_ = w;
-      }
+      ensureBf16PanelsLocked(w, k, n, version);
     }
     thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
     pairsOfThread.resize(size_t(m * gemm::pairCount(k)));
@@ -355,6 +374,8 @@ private:
   bool fewRows_ = false, fewRowsBf16_ = false;
   int64_t fewRowsMax_ = kFewRowsMax;  // f32 panel GEMM up to this many rows
   bool avx512Panels_ = false;  // else the AVX2 body (same bits)
+  bool panelsFirst_ = false;   // prepareWeights packs the (f32 or bf16) panels, not oneDNN's copy (inference entries)
+  int64_t weightK_ = 0, weightN_ = 0;
   mutable Tensor panels_, panelsBf16_;
   mutable uint64_t panelsVersion_ = ~uint64_t(0);
   mutable const void *panelsFrom_ = nullptr;
