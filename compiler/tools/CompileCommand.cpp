@@ -1,5 +1,4 @@
 // `tfmc compile`: spec -> tfm IR -> verified -> artifact. The only TU of the CLI that sees MLIR.
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -55,11 +54,7 @@ std::string defaultOutputPath(const ModelSpec &spec, bool executable) {
 
 // The program an emitted executable starts from: tfm-embedded, installed next to tfmc.
 std::string executableTemplatePath() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "tfm-embedded";
-  std::string dir(self, size_t(n));
-  return dir.substr(0, dir.rfind('/') + 1) + "tfm-embedded";
+  return tfmrt::executablePath().empty() ? "tfm-embedded" : tfmrt::executableDir() + "/tfm-embedded";
 }
 
 // Writes tfm-embedded with the artifact appended (tfmrt::appendEmbeddedArtifact), mode 0755,

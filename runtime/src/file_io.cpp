@@ -171,4 +171,16 @@ Status writeFileBytes(const std::string &path, const char *what, const void *dat
   return Status::OK();
 }
 
+std::string executablePath() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+std::string executableDir() {
+  const std::string path = executablePath();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
 }  // namespace tfmrt

@@ -2,7 +2,6 @@
 // appended to it (tfmrt::appendEmbeddedArtifact). Given weights or a checkpoint and the tokenizer,
 // it translates standard input to standard output, or --input / --data, with every option of
 // `tfmc translate`. It links the runtime and data libraries only: no LLVM, no MLIR.
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -16,14 +15,9 @@
 
 #include "Commands.h"
 #include "tfmrt/artifact.h"
+#include "tfmrt/files.h"
 
 namespace {
-
-std::string selfPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, size_t(n)) : std::string();
-}
 
 // Whether this program carries an artifact (false: the bare template); `damage` says why one that
 // it carries cannot be read (a bit flipped in the copy: its checksum), so that is not reported as
@@ -59,7 +53,7 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  const std::string self = selfPath();
+  const std::string self = tfmrt::executablePath();
   std::string model, damage;
   const bool carries = !self.empty() && carriesArtifact(self, model, damage);
   if (carries && !damage.empty()) {

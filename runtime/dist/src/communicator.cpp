@@ -1,7 +1,6 @@
 #include "tfmdist/communicator.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <cstring>
 
 #include "../plugin/mpi_plugin.h"
+#include "tfmrt/files.h"
 
 namespace tfmdist {
 
@@ -35,16 +35,6 @@ int envInt(const char *name) {
   char *end = nullptr;
   long n = std::strtol(v, &end, 10);
   return (*end == 0 && n > 0 && n < (1 << 20)) ? int(n) : 0;
-}
-
-std::string executableDir() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return ".";
-  path[n] = 0;
-  std::string s(path);
-  size_t slash = s.rfind('/');
-  return slash == std::string::npos ? "." : s.substr(0, slash);
 }
 
 template <typename F> bool resolve(void *handle, const char *name, F &fn) {
@@ -86,7 +76,7 @@ Status Communicator::create(std::unique_ptr<Communicator> &comm) {
   if (const char *p = std::getenv("TFMC_MPI_PLUGIN"); p && *p) {
     candidates.push_back(p);
   } else {
-    const std::string dir = executableDir();
+    const std::string dir = tfmrt::executableDir();
     candidates = {dir + "/libtfmc_mpi.so", dir + "/../lib/libtfmc_mpi.so"};
   }
   auto plugin = std::make_unique<Plugin>();

@@ -24,5 +24,9 @@ Status checkWritable(const std::string &path, const char *what);
 bool sameFile(const std::string &a, const std::string &b);
 // An error when `output` is one of `inputs` (compile -o spec.yaml, run --output model.tfmx, ...).
 Status refuseOverwriting(const std::string &output, const char *what, const std::vector<std::string> &inputs);
+// The running program's file (/proc/self/exe), empty if unknown, and its directory ("." if
+// unknown): where tfmc finds what is built next to it (tfm-embedded, its plugins).
+std::string executablePath();
+std::string executableDir();
 
 }  // namespace tfmrt
