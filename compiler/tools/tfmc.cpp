@@ -7,7 +7,10 @@
 #include <iostream>
 #include <new>
 
-#include "CompilerCommands.h"
+#include <dlfcn.h>
+
+#include "CompilerPlugin.h"
+#include "tfmrt/files.h"
 
 
 static const char *kUsage = R"(usage: tfmc <command> [options]       (tfmc <command> --help: the command's options)
@@ -87,6 +90,31 @@ commands:
       checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's).
 )";
 
+// compile, demo and bench run in the compiler plugin, loaded here: from ../lib next to tfmc's
+// directory (the build tree's bin/ and lib/), or from tfmc's own directory.
+static int compilerVerb(const std::string &command, const tfmc::CommandLine &cl) {
+  const std::string dir = tfmrt::executableDir();
+  std::string tried;
+  void *plugin = nullptr;
+  for (const std::string &path : {dir + "/../lib/libtfmc_compile.so", dir + "/libtfmc_compile.so"}) {
+    if ((plugin = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) break;  // kept loaded until exit
+    tried += std::string("\n  ") + dlerror();  // names the file
+  }
+  if (!plugin) {
+    std::cerr << "tfmc " << command << ": error: cannot load tfmc's compiler plugin, libtfmc_compile.so (built with "
+              << "tfmc, the tfmc_compile target):" << tried << "\n";
+    return 1;
+  }
+  auto abi = reinterpret_cast<int (*)(size_t *)>(dlsym(plugin, "tfmc_compiler_plugin_abi"));
+  auto verb = reinterpret_cast<int (*)(const char *, const tfmc::CommandLine *)>(dlsym(plugin, "tfmc_compiler_verb"));
+  size_t commandLineBytes = 0;
+  if (!abi || !verb || abi(&commandLineBytes) != TFMC_COMPILER_PLUGIN_ABI || commandLineBytes != sizeof(tfmc::CommandLine)) {
+    std::cerr << "tfmc " << command << ": error: tfmc's compiler plugin is from another build: rebuild tfmc\n";
+    return 1;
+  }
+  return verb(command.c_str(), &cl);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
@@ -110,14 +138,14 @@ int main(int argc, char **argv) {
   // exit status 1, not in std::terminate's abort.
   const std::string tool = "tfmc " + command;
   try {
-    if (command == "compile") return tfmc::finishStandardOutput(tool, tfmc::compileCommand(cl));
+    if (command == "compile") return tfmc::finishStandardOutput(tool, compilerVerb(command, cl));
     if (command == "run") return tfmc::finishStandardOutput(tool, tfmc::runCommand(cl));
     if (command == "train") return tfmc::finishStandardOutput(tool, tfmc::trainCommand(cl));
     if (command == "tokenizer") return tfmc::finishStandardOutput(tool, tfmc::tokenizerCommand(cl));
     if (command == "translate") return tfmc::finishStandardOutput(tool, tfmc::translateCommand(cl));
-    if (command == "demo") return tfmc::finishStandardOutput(tool, tfmc::demoCommand(cl));
+    if (command == "demo") return tfmc::finishStandardOutput(tool, compilerVerb(command, cl));
     if (command == "inspect") return tfmc::finishStandardOutput(tool, tfmc::inspectCommand(cl));
-    if (command == "bench") return tfmc::finishStandardOutput(tool, tfmc::benchCommand(cl));
+    if (command == "bench") return tfmc::finishStandardOutput(tool, compilerVerb(command, cl));
     if (command == "average") return tfmc::finishStandardOutput(tool, tfmc::averageCommand(cl));
   } catch (const std::bad_alloc &) {
     std::cerr << "tfmc " << command << ": error: out of memory (a batch, length or vocabulary too large for this machine?)\n";

@@ -20,6 +20,8 @@ for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
     if name in os.environ:
         config.environment[name] = os.environ[name]
 config.substitutions.append(("%models", os.path.join(config.tfmc_source_dir, "models")))
+# The tfmc program itself, for tests that copy it or inspect how it is linked.
+config.substitutions.append(("%{tfmc_path}", os.path.join(config.tfmc_binary_dir, "bin", "tfmc")))
 # The interpreter running lit (standard library only in tests).
 import sys
 config.substitutions.append(("%python", sys.executable))
