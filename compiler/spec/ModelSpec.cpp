@@ -4,6 +4,7 @@
 // tables in SpecParser::SpecParser are its single source of truth in code.
 #include "spec/ModelSpec.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -529,6 +530,11 @@ void SpecParser::run() {
   try {
     root = YAML::Load(text_); // the first document
     hasSecondDoc = findSecondDocument(secondDoc);
+  } catch (const YAML::DeepRecursion &e) {
+    // yaml-cpp's own message for it is "bad file".
+    error(e.mark, "invalid YAML: collections nested too deeply (the parser stops at depth " +
+                      std::to_string(e.depth()) + "); a spec's maps nest two levels");
+    return;
   } catch (const YAML::Exception &e) {
     error(e.mark, "invalid YAML: " + e.msg + syntaxHint(e));
     return;
