@@ -270,7 +270,7 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
   // Each cache alone may fit while all of them do not (the mappings succeed; touching them gets
   // the process killed): refuse the whole set up front.
   if (const uint64_t physical = physicalMemoryBytes(); physical && totalBytes > double(physical))
-    return invalidArgument(cat("bindStates: the session's state needs ", std::fixed, std::setprecision(1),
+    return invalidArgument(cat("the session's state needs ", std::fixed, std::setprecision(1),
                                totalBytes / double(1 << 30), " GiB, more than this machine's ",
                                double(physical) / double(1 << 30), " GiB of memory"));
   try {
@@ -294,7 +294,7 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
     for (size_t i = 0; i < a.states.size(); ++i)
       if (!isStaticState(a.states[i])) impl_->states[i] = Tensor();
     impl_->dynamicBound = false;
-    return internalError("bindStates: out of memory");
+    return internalError("out of memory for the session's state");
   }
   impl_->dynamicBound = true;
   return Status::OK();

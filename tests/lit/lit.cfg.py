@@ -32,6 +32,10 @@ config.substitutions.append(("%multi30k", os.path.normpath(os.path.join(config.t
 if getattr(config, "tfmc_build_bench", False):
     config.available_features.add("bench")
 
+# ASan reserves terabytes of address space for its shadow: tests that limit it run without ASan.
+if getattr(config, "tfmc_sanitize", False):
+    config.available_features.add("asan")
+
 # The int8 GEMM's VNNI kernel runs where the CPU has AVX512-VNNI (else its sites run in f32).
 try:
     with open("/proc/cpuinfo") as cpuinfo:

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -544,6 +545,18 @@ Status Translator::translateWithPrefixes(const std::vector<std::vector<int32_t>>
 
 Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
                              const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress) {
+  // A wide beam's candidates and hypotheses live in the search's own vectors, not in the session:
+  // running out of memory there is an error for the caller, not an abort.
+  try {
+    return search(sources, out, sentenceIds, progress);
+  } catch (const std::bad_alloc &) {
+    return tfmrt::internalError("out of memory in the search: a beam of " + std::to_string(options_.beam) + " over " +
+                                std::to_string(sources.size()) + " sentence(s) (lower --beam or --batch)");
+  }
+}
+
+Status Translator::search(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
+                          const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress) {
   const SearchOptions &o = options_;
   const int64_t N = int64_t(sources.size());
   // Tokens given per sentence (score()'s targets, translateWithPrefixes()'s prefixes): while a
@@ -751,6 +764,9 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     if (banned_.size() < size_t(R)) banned_.resize(size_t(R));
     const bool normalised = decoder_->normalised();
     const size_t rowKeep = std::min<size_t>(keep, size_t(V) - 2);
+    // An exception may not leave an OpenMP region (it would abort): a row that runs out of
+    // memory is rethrown after it, for translate() to report.
+    bool outOfMemory = false;
 #pragma omp parallel for schedule(static) num_threads(threads_) if (R * V >= (1 << 16))
     for (int64_t r = 0; r < R; ++r) {
       if (rowForced[size_t(r)]) {  // only the normaliser: the token is given
@@ -759,9 +775,16 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
         tops[r].lse = normalised ? 0.0 : rowLogSumExp(z, V);
         continue;
       }
-      bannedTokens(o, *prefixes[size_t(r)], banned_[size_t(r)]);
-      scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, banned_[size_t(r)], o.eos, normalised, tops[r]);
+      try {
+        bannedTokens(o, *prefixes[size_t(r)], banned_[size_t(r)]);
+        scoreRow(logits->data<float>() + r * V, V, o.sample ? 1 : rowKeep, banned_[size_t(r)], o.eos, normalised,
+                 tops[r]);
+      } catch (const std::bad_alloc &) {
+#pragma omp atomic write
+        outOfMemory = true;
+      }
     }
+    if (outOfMemory) throw std::bad_alloc();
 
     for (int64_t n : inFlight) {
       SentenceState &st = state[size_t(n)];

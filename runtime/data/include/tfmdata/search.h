@@ -198,6 +198,9 @@ private:
                                 const std::vector<std::vector<int32_t>> &given, bool whole,
                                 std::vector<std::vector<Hypothesis>> &out, const std::vector<uint64_t> *sentenceIds,
                                 const std::function<void(size_t)> &progress);
+  // translate()'s search; may throw std::bad_alloc, which translate() turns into a Status.
+  tfmrt::Status search(const std::vector<std::vector<int32_t>> &sources, std::vector<std::vector<Hypothesis>> &out,
+                       const std::vector<uint64_t> *sentenceIds, const std::function<void(size_t)> &progress);
   std::unique_ptr<Decoder> decoder_;
   SharedSentences *shared_ = nullptr;
   int64_t steps_ = 0;
