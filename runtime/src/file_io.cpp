@@ -124,6 +124,40 @@ Status refuseOverwriting(const std::string &output, const char *what, const std:
   return Status::OK();
 }
 
+std::string resolvedOutputPath(const std::string &path) {
+  if (path.empty()) return path;
+  if (char *resolved = ::realpath(path.c_str(), nullptr)) {  // exists (a link: its target)
+    std::string r = resolved;
+    std::free(resolved);
+    return r;
+  }
+  // Not there yet: its directory resolved, then its name.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  char *resolved = ::realpath(dir.c_str(), nullptr);
+  if (!resolved) return path;  // its directory is missing: the write will say so
+  std::string r = resolved;
+  std::free(resolved);
+  return (r == "/" ? r : r + "/") + name;
+}
+
+Status refuseSharedOutputs(const std::vector<std::pair<std::string, const char *>> &outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].first.empty()) continue;
+    const std::string a = resolvedOutputPath(outputs[i].first);
+    struct stat st;
+    if (::stat(a.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) continue;  // /dev/null, a FIFO
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (!outputs[j].first.empty() &&
+          (resolvedOutputPath(outputs[j].first) == a || sameFile(outputs[i].first, outputs[j].first)))
+        return invalidArgument(cat("the ", outputs[i].second, " '", outputs[i].first, "' and the ", outputs[j].second,
+                                   " '", outputs[j].first, "' are one file: one write would replace the other; ",
+                                   "choose different paths"));
+  }
+  return Status::OK();
+}
+
 Status checkWritable(const std::string &path, const char *what) {
   std::string target;
   bool inPlace = false;

@@ -128,6 +128,8 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   if (!rs.saveWeights.empty())
     if (auto s = tfmrt::refuseOverwriting(rs.saveWeights, "--save-weights file", {rs.artifactPath, rs.inputs}); !s.ok())
       return fail(cmd, s);
+  if (auto s = tfmrt::refuseSharedOutputs({{rs.output, "--output file"}, {rs.saveWeights, "--save-weights file"}}); !s.ok())
+    return fail(cmd, s);
   options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);

@@ -361,6 +361,28 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
         return 2;
       }
     }
+  // Two outputs naming one file: the later write replaced the earlier (--save-weights
+  // <dir>/checkpoint_best left no best checkpoint). With --save-dir, every checkpoint_* in it is
+  // its own.
+  const std::string saveDirResolved = tfmrt::resolvedOutputPath(saveDir);
+  for (auto [path, what] : {std::pair<std::string, const char *>{rs.saveWeights, "--save-weights file"},
+                            {metricsPath, "--metrics file"}}) {
+    const std::string resolved = tfmrt::resolvedOutputPath(path);
+    const size_t slash = resolved.find_last_of('/');
+    if (!saveDir.empty() && slash != std::string::npos && resolved.compare(slash + 1, 11, "checkpoint_") == 0 &&
+        resolved.substr(0, std::max<size_t>(slash, 1)) == saveDirResolved) {
+      std::cerr << "tfmc train: error: the " << what << " '" << path << "' is in --save-dir '" << saveDir
+                << "' under a name of its checkpoints (checkpoint_*); choose another path\n";
+      return 2;
+    }
+  }
+  if (tfmrt::Status s = tfmrt::refuseSharedOutputs({{checkpoint, saveDir.empty() ? "--checkpoint file" : "--save-dir checkpoint"},
+                                                    {rs.saveWeights, "--save-weights file"},
+                                                    {metricsPath, "--metrics file"}});
+      !s.ok()) {
+    std::cerr << "tfmc train: error: " << s.message() << "\n";
+    return 2;
+  }
   // Created once every option has been checked (a refused --keep-last left an empty directory).
   if (leader && !saveDir.empty() && mkdir(saveDir.c_str(), 0755) != 0 && errno != EEXIST) {
     std::cerr << "tfmc train: error: cannot create --save-dir '" << saveDir << "': " << std::strerror(errno) << "\n";
@@ -371,7 +393,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   if (cl.has("metrics") && leader) {
     metrics = std::fopen(cl.get("metrics").c_str(), "a");
     if (!metrics) {
-      std::cerr << "tfmc train: error: cannot write the metrics file '" << cl.get("metrics") << "'\n";
+      std::cerr << "tfmc train: error: cannot write the metrics file '" << cl.get("metrics") << "': " << std::strerror(errno)
+                << "\n";
       return 1;
     }
   }

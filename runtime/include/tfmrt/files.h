@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tfmrt/status.h"
@@ -24,6 +25,13 @@ Status checkWritable(const std::string &path, const char *what);
 bool sameFile(const std::string &a, const std::string &b);
 // An error when `output` is one of `inputs` (compile -o spec.yaml, run --output model.tfmx, ...).
 Status refuseOverwriting(const std::string &output, const char *what, const std::vector<std::string> &inputs);
+// The file an output path will be written as, whether it exists yet or not: links and relative
+// parts of its directory resolved, a link as the last part followed. Empty for an empty path.
+std::string resolvedOutputPath(const std::string &path);
+// An error when two of `outputs` (path, what it is) would be written to one file (train
+// --checkpoint x --save-weights x: the later write replaced the earlier). Devices and FIFOs
+// (/dev/null) may be shared; empty paths are skipped.
+Status refuseSharedOutputs(const std::vector<std::pair<std::string, const char *>> &outputs);
 // The running program's file (/proc/self/exe), empty if unknown, and its directory ("." if
 // unknown): where tfmc finds what is built next to it (tfm-embedded, its plugins).
 std::string executablePath();
