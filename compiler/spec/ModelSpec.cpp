@@ -190,6 +190,11 @@ constexpr int64_t kMaxLayers = 1024;      // encoder_layers, decoder_layers
 constexpr int64_t kMaxVocab = 1 << 24;    // src/tgt_vocab_size
 constexpr int64_t kMaxLen = 1 << 20;      // max_len, compile lengths, max_length_offset
 constexpr int64_t kMaxTokens = 1 << 28;   // batch_tokens, compile batch
+// The decoding section's bounds are the search's (tfmdata/search.h: kMaxLengthPenalty, ...), so
+// every spec that compiles makes an artifact tfmc translate accepts.
+constexpr double kMaxLengthPenalty = 10;
+constexpr double kMaxLengthRatio = 1e6;
+constexpr int64_t kMaxLengthOffset = int64_t(1) << 20;
 
 struct Field {
   std::string name;
@@ -197,6 +202,7 @@ struct Field {
   bool required = false;
   Range range = Range::Any;
   int64_t max = INT64_MAX;  // integers: sizes beyond any buildable model are refused here
+  double maxFloat = HUGE_VAL;  // numbers: the largest value that works downstream
   int64_t *i = nullptr;
   double *d = nullptr;
   bool *b = nullptr;
@@ -221,8 +227,9 @@ Field intField(const char *name, int64_t &v, Range range, bool required = false,
   return f;
 }
 
-Field floatField(const char *name, double &v, Range range) {
+Field floatField(const char *name, double &v, Range range, double max = HUGE_VAL) {
   Field f;
+  f.maxFloat = max;
   f.name = name;
   f.kind = Kind::Float;
   f.range = range;
@@ -375,9 +382,9 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
   Section decoding("decoding", /*required=*/false);
   decoding.fields = {
       intField("beam_size", d.beam_size, Range::Positive, false, 1024),
-      floatField("length_penalty", d.length_penalty, Range::NonNegative),
-      floatField("max_length_ratio", d.max_length_ratio, Range::Positive),
-      intField("max_length_offset", d.max_length_offset, Range::NonNegative, false, kMaxLen),
+      floatField("length_penalty", d.length_penalty, Range::NonNegative, kMaxLengthPenalty),
+      floatField("max_length_ratio", d.max_length_ratio, Range::Positive, kMaxLengthRatio),
+      intField("max_length_offset", d.max_length_offset, Range::NonNegative, false, kMaxLengthOffset),
   };
 
   CompileSection &c = spec.compile;
@@ -791,6 +798,15 @@ void SpecParser::checkRange(Field &f, const std::string &text) {
   std::string limit;
   if (!requirement && f.i && *f.i > f.max) {
     limit = "must be at most " + std::to_string(f.max);
+    requirement = limit.c_str();
+  }
+  if (!requirement && f.d && *f.d > f.maxFloat) {
+    std::ostringstream max;
+    max << f.maxFloat;
+    std::string text = max.str();  // 1e6, not 1e+06
+    if (size_t e = text.find("e+"); e != std::string::npos)
+      text.erase(e + 1, text.compare(e + 2, 1, "0") == 0 ? 2 : 1);
+    limit = "must be at most " + text;
     requirement = limit.c_str();
   }
   if (requirement) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <sstream>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -430,26 +431,46 @@ Status makeDecoder(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<
 Translator::~Translator() = default;
 
 Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<Translator> &out) {
-  if (o.beam < 1) return tfmrt::invalidArgument("beam must be >= 1");
+  // Named by tfmc translate's options: every value the spec gives was checked at compile time.
+  auto shown = [](double v) {  // 1e6, not 1e+06
+    std::ostringstream out;
+    out << v;
+    std::string text = out.str();
+    if (size_t e = text.find("e+"); e != std::string::npos)
+      text.erase(e + 1, text.compare(e + 2, 1, "0") == 0 ? 2 : 1);
+    return text;
+  };
+  if (o.beam < 1) return tfmrt::invalidArgument("--beam must be >= 1, got " + std::to_string(o.beam));
   if (o.nBest < 1 || o.nBest > o.beam)
-    return tfmrt::invalidArgument("n-best " + std::to_string(o.nBest) + " must be in [1, beam = " +
+    return tfmrt::invalidArgument("--n-best " + std::to_string(o.nBest) + " must be in [1, beam = " +
                                   std::to_string(o.beam) + "]");
-  if (o.sample && !(o.temperature > 0)) return tfmrt::invalidArgument("temperature must be > 0");
-  if (o.topK < 0) return tfmrt::invalidArgument("top-k must be >= 0");
-  if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("top-p must be in (0, 1]");
-  if (!(o.lengthPenalty >= 0)) return tfmrt::invalidArgument("length penalty must be >= 0");
+  if (o.sample && !(o.temperature > 0 && o.temperature <= 1e6))
+    return tfmrt::invalidArgument("--temperature must be in (0, " + shown(1e6) + "], got " + shown(o.temperature));
+  if (o.topK < 0) return tfmrt::invalidArgument("--top-k must be >= 0, got " + std::to_string(o.topK));
+  if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("--top-p must be in (0, 1], got " + shown(o.topP));
+  // ((5 + length) / 6)^alpha stays finite for any length under max_len up to alpha 10 (GNMT's
+  // values are 0.6-1); at 1000 every score was -0.
+  if (!(o.lengthPenalty >= 0 && o.lengthPenalty <= kMaxLengthPenalty))
+    return tfmrt::invalidArgument("--length-penalty must be in [0, " + shown(kMaxLengthPenalty) + "], got " +
+                                  shown(o.lengthPenalty));
   if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
   if (o.encodeBlockTokens < 1) return tfmrt::invalidArgument("the encoder's block size (tokens) must be >= 1");
   if (o.minLength < 0 || o.minLength >= o.maxLen)
-    return tfmrt::invalidArgument("the minimum output length (" + std::to_string(o.minLength) + ") must be in [0, max_len - 1 = " +
-                                  std::to_string(o.maxLen - 1) + "]");
+    return tfmrt::invalidArgument("--min-length must be in [0, max_len - 1 = " + std::to_string(o.maxLen - 1) +
+                                  "], got " + std::to_string(o.minLength));
   if (o.noRepeatNgram < 0 || o.noRepeatNgram > o.maxLen)
-    return tfmrt::invalidArgument("the no-repeat n-gram size (" + std::to_string(o.noRepeatNgram) + ") must be in [0, max_len = " +
-                                  std::to_string(o.maxLen) + "]");
-  if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= 1e6) || o.maxLengthOffset < 0 || o.maxLengthOffset > o.maxLen)
-    return tfmrt::invalidArgument("the output length limit needs 0 <= ratio <= 1e6 and 0 <= offset <= max_len");
+    return tfmrt::invalidArgument("--no-repeat-ngram-size must be in [0, max_len = " + std::to_string(o.maxLen) +
+                                  "], got " + std::to_string(o.noRepeatNgram));
+  if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= kMaxLengthRatio))
+    return tfmrt::invalidArgument("--max-length-ratio must be in [0, " + shown(kMaxLengthRatio) + "], got " +
+                                  shown(o.maxLengthRatio));
+  // Any offset is capped by max_len (outputLengthLimit); this bound keeps ratio x length + offset
+  // far from overflowing.
+  if (o.maxLengthOffset < 0 || o.maxLengthOffset > kMaxLengthOffset)
+    return tfmrt::invalidArgument("--max-length-offset must be in [0, " + std::to_string(kMaxLengthOffset) +
+                                  "], got " + std::to_string(o.maxLengthOffset));
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
   t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
