@@ -44,11 +44,6 @@ uint32_t tensorsCrc(std::vector<CrcItem> items) {
   return crc;
 }
 
-uint32_t tensorsCrc(const TensorRefList &refs) {
-  std::vector<CrcItem> items;
-  for (const auto &[name, t] : refs) items.push_back(crcItem(name, *t));
-  return tensorsCrc(std::move(items));
-}
 
 // What must match for a checkpoint to continue a run: parameter names and shapes, and the
 // model and training hyper-parameters the compiler recorded (architecture, dropout, optimizer,
@@ -84,6 +79,19 @@ void trainingState(const Model::Impl &m, TensorRefList &out) {
 }
 
 }  // namespace
+
+uint32_t tensorsCrc(const TensorRefList &refs) {
+  std::vector<CrcItem> items;
+  for (const auto &[name, t] : refs) items.push_back(crcItem(name, *t));
+  return tensorsCrc(std::move(items));
+}
+
+uint32_t tensorsCrc(const TensorMap &tensors) {
+  std::vector<CrcItem> items;
+  for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
+  return tensorsCrc(std::move(items));
+}
+
 
 Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta) const {
   // Alone: no training step may change what is being checksummed and written, and the default

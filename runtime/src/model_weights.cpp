@@ -12,6 +12,8 @@ namespace tfmrt {
 namespace {
 
 constexpr size_t kMaxListedProblems = 8;
+// Metadata of the weights files tfmc writes: CRC-32 of their tensors (tensorsCrc).
+constexpr const char *kWeightsChecksumKey = "tfmc_crc32";
 
 }  // namespace
 
@@ -28,9 +30,27 @@ Status Model::initWeights(uint64_t seed) {
 
 namespace {
 
+// The first element of a float tensor that is NaN or infinite (all exponent bits set), or -1.
+// Such weights were taken: translate printed 'nan' scores and one of four n-best lines.
+int64_t firstNonFinite(const Tensor &t) {
+  const int64_t n = t.numel();
+  if (t.dtype == DType::F32) {
+    const uint32_t *bits = t.data<uint32_t>();
+    for (int64_t i = 0; i < n; ++i)
+      if ((bits[i] & 0x7F800000u) == 0x7F800000u) return i;
+  } else if (t.dtype == DType::BF16) {
+    const uint16_t *bits = t.data<uint16_t>();
+    for (int64_t i = 0; i < n; ++i)
+      if ((bits[i] & 0x7F80u) == 0x7F80u) return i;
+  }
+  return -1;
+}
+
 // Why `given` cannot be this model's weights, or OK.
 Status checkWeights(const Artifact &a, const std::map<std::string, Tensor> &given) {
   std::vector<std::string> problems;
+  size_t nonFinite = 0;
+  std::string firstNonFiniteAt;
   for (const ParamInfo &p : a.params) {
     auto it = given.find(p.name);
     if (it == given.end()) {
@@ -46,7 +66,12 @@ Status checkWeights(const Artifact &a, const std::map<std::string, Tensor> &give
                              shapeStr(p.shape)));
     else if (!t.valid())
       problems.push_back(cat("tensor '", p.name, "' has storage smaller than its shape ", shapeStr(t.shape)));
+    else if (int64_t at = firstNonFinite(t); at >= 0 && nonFinite++ == 0)
+      firstNonFiniteAt = cat("'", p.name, "' element ", at);
   }
+  if (nonFinite)
+    problems.push_back(cat(nonFinite, " tensor(s) hold NaN or infinity (first: ", firstNonFiniteAt,
+                           "): these weights cannot translate or train (from a diverged run?)"));
   for (const auto &[name, t] : given)
     if (a.findParam(name) < 0)
       problems.push_back(cat("unexpected tensor '", name, "' ", t.describe(), ": model '", a.modelName,
@@ -96,7 +121,13 @@ Status Model::setWeights(std::map<std::string, Tensor> &&given, bool keepTrainin
 
 Status Model::loadWeights(const std::string &path) {
   TensorMap tensors;
-  TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors));
+  MetadataMap metadata;
+  TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+  // Files tfmc wrote carry a checksum (others, such as PyTorch's, do not): a flipped bit in the
+  // data was taken silently.
+  if (auto crc = metadata.find(kWeightsChecksumKey);
+      crc != metadata.end() && crc->second != std::to_string(tensorsCrc(tensors)))
+    return dataLoss(cat("weights file '", path, "': checksum mismatch: the file is corrupt"));
   Status s = setWeights(std::move(tensors));
   if (!s.ok()) return Status(s.code(), cat("weights file '", path, "': ", s.message()));
   return Status::OK();
@@ -111,7 +142,9 @@ Status Model::saveWeights(const std::string &path) const {
   std::sort(refs.begin(), refs.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
   try {
     std::vector<uint8_t> bytes;
-    TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, {{"format", "pt"}, {"tfmc_model", a.modelName}}, bytes));
+    TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(
+        refs, {{"format", "pt"}, {"tfmc_model", a.modelName}, {kWeightsChecksumKey, std::to_string(tensorsCrc(refs))}},
+        bytes));
     return writeFileBytes(path, "weights file", bytes.data(), bytes.size());
   } catch (const std::bad_alloc &) {
     return internalError("out of memory while saving weights");

@@ -146,6 +146,12 @@ Status parseSafetensorsSelected(const uint8_t *data, size_t size, const std::fun
     if (order[i]->begin < order[i - 1]->end)
       return invalidArgument(cat(src, ": tensors '", order[i - 1]->name, "' and '", order[i]->name,
                                  "' have overlapping data_offsets"));
+  // As the format's reference reader: the tensors cover the data section, with nothing after
+  // them (bytes appended to a file were taken silently).
+  const uint64_t covered = order.empty() ? 0 : order.back()->end;
+  if (covered != sectionSize)
+    return dataLoss(cat(src, ": ", sectionSize - covered, " byte(s) after the last tensor's data: the file is corrupt ",
+                        "or was appended to"));
 
   TensorMap out;
   std::map<std::string, TensorInFile> left;

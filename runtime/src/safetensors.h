@@ -16,6 +16,11 @@ namespace tfmrt {
 using TensorRefList = std::vector<std::pair<std::string, const Tensor *>>;
 Status serializeSafetensorsRefs(const TensorRefList &tensors, const MetadataMap &metadata, std::vector<uint8_t> &bytes);
 
+// CRC-32 over name, dtype, shape and bytes of every tensor, in name order (independent of the
+// file layout): checkpoints' checksum and weights files' (model_checkpoint.cpp).
+uint32_t tensorsCrc(const TensorRefList &refs);
+uint32_t tensorsCrc(const TensorMap &tensors);
+
 // A tensor parseSafetensors left in the file (see `copy` below): its bytes, as stored.
 struct TensorInFile {
   DType dtype = DType::F32;
