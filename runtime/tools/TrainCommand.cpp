@@ -28,6 +28,10 @@
 #include "tfmrt/files.h"
 
 namespace tfmc {
+
+// Checkpoint metadata: what the run trained on, "corpus" (--data) or "batch" (--inputs or the
+// sample batch), so a resume on other data is refused.
+constexpr const char *kTrainingDataKey = "training_data";
 namespace {
 
 // --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
@@ -312,9 +316,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --valid-bleu and --patience need a validation split (--data, not --valid-split none)\n";
     return 2;
   }
-  if (!resume.empty() && (cl.has("first-step") || cl.has("weights"))) {
+  if (!resume.empty() && (cl.has("first-step") || cl.has("weights") || cl.has("seed"))) {
     std::cerr << "tfmc train: error: --resume takes weights, optimizer state and the step from the checkpoint; "
-                 "drop --first-step / --weights\n";
+                 "drop --first-step / --weights / --seed\n";
     return 2;
   }
   if (checkpointEvery < 0 || (checkpointEvery > 0 && checkpoint.empty())) {
@@ -343,6 +347,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --eval-every must be >= 0 (0: at the end), got " << evalEvery << "\n";
     return 2;
   }
+  // Options of corpus training (after their range checks) were taken and ignored without a corpus.
+  if (!corpus)
+    for (const char *flag : {"tokenizer", "batch-tokens", "eval-every", "valid-split", "src", "tgt"})
+      if (cl.has(flag)) {
+        std::cerr << "tfmc train: error: --" << flag << " applies to training on a corpus (--data); drop it or add --data\n";
+        return 2;
+      }
   // Outputs that are inputs (train model.tfmx --checkpoint model.tfmx) would destroy them. Allowed:
   // --resume and --checkpoint naming one file (the usual way to continue a run), and --save-weights
   // replacing the --weights it started from (read first; run allows it too). Checked before the
@@ -473,6 +484,20 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     int64_t last = 0;
     CheckpointMeta resumed;
     if (auto s = model->loadCheckpoint(resume, last, &resumed); !s.ok()) return fail("train", s);
+    // A run continues on the data it started on: a corpus checkpoint resumed on the sample batch
+    // (or the reverse) was taken silently. Checkpoints before "training_data" was recorded tell
+    // corpus runs by their tokenizer.
+    const auto wasData = resumed.find(kTrainingDataKey);
+    const std::string previousData = wasData != resumed.end()                  ? wasData->second
+                                     : resumed.count("tokenizer.fingerprint") ? std::string("corpus")
+                                                                              : std::string();
+    if (!previousData.empty() && (previousData == "corpus") != corpus) {
+      std::cerr << "tfmc train: error: " << resume << " was trained "
+                << (previousData == "corpus" ? "on a corpus (--data)" : "without a corpus (--inputs or the sample batch)")
+                << "; this run trains " << (corpus ? "on a corpus" : "without one")
+                << ": resume it on the same kind of data\n";
+      return 2;
+    }
     if (corpus)
       if (int code = checkTokenizer("train", resumed, resume, *data.tok, data.tokPath)) return code;
     // The batch order is a function of the global batch (ranks x --update-freq): a resume
@@ -518,7 +543,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
       return 1;
     }
   }
-  CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}};
+  CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}, {kTrainingDataKey, corpus ? "corpus" : "batch"}};
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
   checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
   checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);
