@@ -263,7 +263,20 @@ int compileCommand(const CommandLine &cl) {
     llvm::raw_string_ostream os(out);
     mlir::OpPrintingFlags flags;
     module->print(os, flags);
-    std::cout << out << "\n";
+    out += "\n";
+    // -o names a file (it was ignored: the IR went to standard output and nothing was written).
+    if (!cl.has("o")) {
+      std::cout << out;
+      return 0;
+    }
+    if (tfmrt::Status s = tfmrt::refuseOverwriting(cl.get("o"), "-o file", {specPath}); !s.ok()) {
+      std::cerr << "tfmc compile: error: " << s.message() << "\n";
+      return 2;
+    }
+    if (tfmrt::Status s = tfmrt::writeFileBytes(cl.get("o"), "the IR", out.data(), out.size()); !s.ok()) {
+      std::cerr << "tfmc compile: error: " << s.message() << "\n";
+      return 1;
+    }
     return 0;
   }
   if (emit != "artifact" && emit != "executable") {

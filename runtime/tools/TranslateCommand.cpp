@@ -461,7 +461,10 @@ int translateCommand(const CommandLine &cl) {
                     : !cl.has("weights") && !cl.has("checkpoint") ? "the weights are missing: give --weights or --checkpoint"
                     : cl.has("input") && cl.has("data")          ? "give --input or --data, not both"
                     : !cl.has("input") && !cl.has("data")        ? "nothing to translate: give --input file (- for standard input) or --data dir"
-                                                                 : nullptr;
+                    // They were taken and ignored with --input.
+                    : cl.has("input") && (cl.has("split") || cl.has("src") || cl.has("tgt"))
+                        ? "--split, --src and --tgt choose a file of --data; --input names its file itself"
+                        : nullptr;
   if (why) {
     std::cerr << "tfmc translate: error: " << why << "\n"
               << "usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
