@@ -64,9 +64,10 @@ std::string PipelineOptions::describe() const {
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
   if (options.alignment && options.alignmentLayer >= spec.model.decoder_layers) {
-    mlir::emitError(mlir::UnknownLoc::get(&ctx))
-        << "--alignment-layer " << options.alignmentLayer << ": the spec has " << spec.model.decoder_layers
-        << " decoder layers (0 to " << spec.model.decoder_layers - 1 << ")";
+    // An option's error, not the IR's: said as tfmc's other option errors are (MLIR's handler
+    // printed a bare "error:").
+    llvm::errs() << "tfmc: error: --alignment-layer " << options.alignmentLayer << ": the spec has " << spec.model.decoder_layers
+        << " decoder layers (0 to " << spec.model.decoder_layers - 1 << ")\n";
     return nullptr;
   }
   auto module = importModelSpec(spec, ctx, ImportOptions{.gradients = options.gradients, .trainStep = options.trainStep,

@@ -190,7 +190,9 @@ std::string checkInt(std::string &v) {
   char *end = nullptr;
   errno = 0;
   std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE) return "expects an integer, got '" + v + "'";
+  if (!v.empty() && *end == '\0' && errno == ERANGE)
+    return "'" + v + "' is out of range (integers from " + std::to_string(INT64_MIN) + " to " + std::to_string(INT64_MAX) + ")";
+  if (v.empty() || *end != '\0') return "expects an integer, got '" + v + "'";
   return "";
 }
 

@@ -321,8 +321,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
                  "drop --first-step / --weights / --seed\n";
     return 2;
   }
-  if (checkpointEvery < 0 || (checkpointEvery > 0 && checkpoint.empty())) {
-    std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> and N >= 1\n";
+  if (checkpointEvery < 0) {
+    std::cerr << "tfmc train: error: --checkpoint-every must be >= 0 (0: only at the end), got " << checkpointEvery << "\n";
+    return 2;
+  }
+  if (checkpointEvery > 0 && checkpoint.empty()) {
+    std::cerr << "tfmc train: error: --checkpoint-every N needs --checkpoint <file> or --save-dir <dir>\n";
     return 2;
   }
   int64_t firstStep = cl.getInt("first-step", 1);
@@ -331,7 +335,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     return 2;
   }
   // (Compared without forming firstStep + steps, which overflowed for --first-step 2^63 - 1.)
-  if (firstStep < 1 || firstStep > INT32_MAX || (cl.has("steps") && cl.getInt("steps", 1) > INT32_MAX - firstStep + 1)) {
+  if (firstStep >= 1 && firstStep <= INT32_MAX && cl.has("steps") && cl.getInt("steps", 1) > INT32_MAX - firstStep + 1) {
+    std::cerr << "tfmc train: error: --steps " << cl.getInt("steps", 1) << " from step " << firstStep
+              << " runs past step " << INT32_MAX << ", the last one supported\n";
+    return 2;
+  }
+  if (firstStep < 1 || firstStep > INT32_MAX) {
     std::cerr << "tfmc train: error: --first-step must be >= 1 (and the last step at most " << INT32_MAX << ")\n";
     return 2;
   }

@@ -63,8 +63,11 @@ tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer
     return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
   if (const auto s = t->sp_->Load(path); !s.ok())
     return tfmrt::invalidArgument("cannot load tokenizer '" + path +
-                                  "': not a SentencePiece model, or a damaged one (make one with tfmc tokenizer); "
-                                  "SentencePiece says: " + s.ToString());
+                                  "': not a SentencePiece model, or a damaged one (make one with tfmc tokenizer)" +
+                                  // A failed internal check names SentencePiece's source lines: nothing for a user.
+                                  (s.code() == sentencepiece::util::StatusCode::kInternal
+                                       ? std::string()
+                                       : "; SentencePiece says: " + s.ToString()));
   if (t->sp_->pad_id() != 0 || t->sp_->bos_id() != 1 || t->sp_->eos_id() != 2 || t->sp_->unk_id() != 3)
     return tfmrt::invalidArgument("tokenizer '" + path + "' has pad/bos/eos/unk ids " +
                                   std::to_string(t->sp_->pad_id()) + "/" + std::to_string(t->sp_->bos_id()) + "/" +
