@@ -185,6 +185,19 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
       return 1;
     }
   }
+  // A batch whose targets are all padding scores nothing: it trained with a loss of 0, silently.
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail(cmd, s);
+  if (inputs.size() >= 3) {
+    const tfmrt::Tensor &tgtOut = inputs[2];
+    const int32_t *ids = tgtOut.data<int32_t>();
+    if (std::all_of(ids, ids + tgtOut.numel(), [&](int32_t id) { return id == int32_t(info.padId); })) {
+      std::cerr << "tfmc " << cmd << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs)
+                << ": 'tgt_out' holds only padding (pad_id " << info.padId
+                << "): no target token to score, the loss would be 0\n";
+      return 1;
+    }
+  }
   return 0;
 }
 

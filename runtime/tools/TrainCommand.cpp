@@ -128,6 +128,12 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
                 dir.c_str(), split.c_str(), srcLang.c_str(), tgtLang.c_str(), (long long)out.examples(),
                 (long long)out.batchesPerEpoch(), (long long)options.batchTokens, (long long)out.droppedTooLong(),
                 (long long)options.maxLen);
+    // "batches of <= 1 tokens" was all --batch-tokens 1 said.
+    if (out.overBudget())
+      std::fprintf(stderr,
+                   "tfmc train: warning: %s/%s: %lld pair(s) are longer than the token budget (--batch-tokens) %lld by themselves: each is "
+                   "a batch of its own, over the budget\n",
+                   dir.c_str(), split.c_str(), (long long)out.overBudget(), (long long)options.batchTokens);
     return 0;
   };
   if (int code = build("train", data.train)) return code;

@@ -49,6 +49,10 @@ tfmrt::Status Batcher::create(std::vector<Example> examples, const BatcherOption
     maxTgt = std::max(maxTgt, t);
   }
   if (!current.empty()) out.batches_.push_back(std::move(current));
+  for (const auto &b : out.batches_) {
+    const Example &e = out.examples_[size_t(b[0])];
+    if (b.size() == 1 && int64_t(std::max(e.src.size(), e.tgt.size())) + 1 > options.batchTokens) ++out.overBudget_;
+  }
   return tfmrt::Status::OK();
 }
 

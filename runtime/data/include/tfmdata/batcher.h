@@ -36,6 +36,8 @@ public:
 
   int64_t batchesPerEpoch() const { return int64_t(batches_.size()); }
   int64_t droppedTooLong() const { return dropped_; }
+  // Pairs longer than the token budget by themselves: each is a batch of its own, over budget.
+  int64_t overBudget() const { return overBudget_; }
   int64_t examples() const { return int64_t(examples_.size()); }
   // Batch `index` (0-based) of `epoch` (0-based): the epoch's order is a shuffle seeded by
   // (seed, epoch). Training step k (1-based) uses epoch (k-1) / batchesPerEpoch.
@@ -54,6 +56,7 @@ private:
   std::vector<Example> examples_;
   std::vector<std::vector<int64_t>> batches_;  // example indices
   int64_t dropped_ = 0;
+  int64_t overBudget_ = 0;
 };
 
 }  // namespace tfmdata
