@@ -249,6 +249,20 @@ bool isCommand(const std::string &command) {
   return false;
 }
 
+namespace {
+std::string &translateProgramName() {
+  static std::string name;
+  return name;
+}
+}  // namespace
+
+std::string commandName(const char *cmd) {
+  if (!std::strcmp(cmd, "translate") && !translateProgramName().empty()) return translateProgramName();
+  return std::string("tfmc ") + cmd;
+}
+void setTranslateProgramName(const std::string &name) { translateProgramName() = name; }
+bool translateProgramNamed() { return !translateProgramName().empty(); }
+
 int finishStandardOutput(const std::string &tool, int code) {
   std::cout.flush();
   errno = 0;  // a reason only from this flush (an earlier failed write left only the error flag)

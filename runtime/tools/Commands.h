@@ -51,6 +51,13 @@ int finishStandardOutput(const std::string &tool, int code);
 bool parseCommandLine(const std::string &tool, const std::string &command, int argc, char **argv, int first,
                       CommandLine &cl, int &exitCode);
 
+// What a command's messages start with: "tfmc <cmd>", and for translate in a compiled translation
+// program (tfm-embedded) that program's name, set by setTranslateProgramName (it said "tfmc
+// translate" and showed tfmc's usage).
+std::string commandName(const char *cmd);
+void setTranslateProgramName(const std::string &name);
+bool translateProgramNamed();  // set: a compiled translation program
+
 int runCommand(const CommandLine &cl);
 int trainCommand(const CommandLine &cl);
 int tokenizerCommand(const CommandLine &cl);

@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
       return 0;
     }
   }
+  tfmc::setTranslateProgramName(argv[0]);
   tfmc::CommandLine cl;
   int exitCode = 0;
   if (!tfmc::parseCommandLine(argv[0], "translate", argc, argv, 1, cl, exitCode)) return exitCode;

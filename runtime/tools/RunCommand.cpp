@@ -81,13 +81,13 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
     backend = kernels == "reference" ? tfmrt::KernelBackend::Reference : tfmrt::KernelBackend::Dnnl;
     return true;
   }
-  std::cerr << "tfmc " << cmd << ": error: --kernels must be 'dnnl' or 'reference', got '" << kernels << "'\n";
+  std::cerr << commandName(cmd) << ": error: --kernels must be 'dnnl' or 'reference', got '" << kernels << "'\n";
   return false;
 }
 
 int fail(const char *cmd, const tfmrt::Status &status) {
   // One write, so the lines of processes sharing a terminal (mpirun ranks) do not interleave.
-  const std::string line = std::string("tfmc ") + cmd + ": error: " + status.message() + "\n";
+  const std::string line = commandName(cmd) + ": error: " + status.message() + "\n";
   std::fputs(line.c_str(), stderr);
   return 1;
 }
@@ -150,7 +150,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     for (const char *name : kInputNames) {
       auto it = tensors.find(name);
       if (it == tensors.end()) {
-        std::cerr << "tfmc " << cmd << ": error: " << rs.inputs << " has no tensor '" << name
+        std::cerr << commandName(cmd) << ": error: " << rs.inputs << " has no tensor '" << name
                   << "' (expected src, tgt_in, tgt_out as I32 [B, S] / [B, T])\n";
         return 1;
       }
@@ -165,7 +165,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     // Checked before the sample batch is built: --batch 100000 --src-len 100000 asked for 40 GB of
     // ids and ended in an uncaught std::bad_alloc.
     if (srcLen > info.maxLen || tgtLen > info.maxLen) {
-      std::cerr << "tfmc " << cmd << ": error: --src-len " << srcLen << " and --tgt-len " << tgtLen
+      std::cerr << commandName(cmd) << ": error: --src-len " << srcLen << " and --tgt-len " << tgtLen
                 << " must be at most the model's max_len (" << info.maxLen << ")\n";
       return 2;
     }
@@ -173,13 +173,13 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
-      std::cerr << "tfmc " << cmd << ": error: input " << i << " must be I32 [batch, length], got "
+      std::cerr << commandName(cmd) << ": error: input " << i << " must be I32 [batch, length], got "
                 << inputs[i].describe() << "\n";
       return 1;
     }
     // An empty batch "ran" (a loss of 0, steps at 0 tokens): nothing was computed.
     if (inputs[i].shape[0] == 0 || inputs[i].shape[1] == 0) {
-      std::cerr << "tfmc " << cmd << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
                 << (i < 3 ? kInputNames[i] : "input") << "' is empty (" << inputs[i].describe()
                 << "): a batch needs at least one sentence of at least one token\n";
       return 1;
@@ -192,7 +192,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     const tfmrt::Tensor &tgtOut = inputs[2];
     const int32_t *ids = tgtOut.data<int32_t>();
     if (std::all_of(ids, ids + tgtOut.numel(), [&](int32_t id) { return id == int32_t(info.padId); })) {
-      std::cerr << "tfmc " << cmd << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs)
+      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs)
                 << ": 'tgt_out' holds only padding (pad_id " << info.padId
                 << "): no target token to score, the loss would be 0\n";
       return 1;
@@ -268,7 +268,7 @@ int runForward(const char *cmd, const RunSettings &rs) {
               loadAverage().c_str());
   if (rs.profile) printProfile(*model, millis.size(), "forward");
   if (!std::isfinite(loss)) {
-    std::cerr << "tfmc " << cmd << ": error: the loss is not finite\n";
+    std::cerr << commandName(cmd) << ": error: the loss is not finite\n";
     return 1;
   }
   if (!rs.output.empty()) {
@@ -291,13 +291,13 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
     known.push_back(flag);
   auto unknown = cl.unknown(known);
   if (!unknown.empty()) {
-    std::cerr << "tfmc " << cmd << ": error: unknown option " << (unknown[0] == "o" ? "-" : "--")
+    std::cerr << commandName(cmd) << ": error: unknown option " << (unknown[0] == "o" ? "-" : "--")
               << unknown[0] << (unknown[0] == "o" ? " (use --output to save logits and loss)" : "")
               << "\n";
     return false;
   }
   if (cl.has("weights") && cl.has("seed")) {
-    std::cerr << "tfmc " << cmd << ": error: --weights and --seed are exclusive\n";
+    std::cerr << commandName(cmd) << ": error: --weights and --seed are exclusive\n";
     return false;
   }
   rs.weights = cl.get("weights");
@@ -315,15 +315,15 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   // took the spec's, 2^63 - 1 ended in an internal error).
   for (const auto &[flag, value] : {std::pair<const char *, int64_t>{"batch", rs.batch}, {"src-len", rs.srcLen}, {"tgt-len", rs.tgtLen}})
     if (cl.has(flag) && (value < 1 || value > kMaxRunSize)) {
-      std::cerr << "tfmc " << cmd << ": error: --" << flag << " must be in [1, " << kMaxRunSize << "], got " << value << "\n";
+      std::cerr << commandName(cmd) << ": error: --" << flag << " must be in [1, " << kMaxRunSize << "], got " << value << "\n";
       return false;
     }
   if (rs.iters < 1) {  // was run once silently
-    std::cerr << "tfmc " << cmd << ": error: --iters must be >= 1, got " << rs.iters << "\n";
+    std::cerr << commandName(cmd) << ": error: --iters must be >= 1, got " << rs.iters << "\n";
     return false;
   }
   if (rs.threads < 0 || rs.threads > tfmrt::kMaxThreads) {
-    std::cerr << "tfmc " << cmd << ": error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << rs.threads << "\n";
+    std::cerr << commandName(cmd) << ": error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << rs.threads << "\n";
     return false;
   }
   rs.profile = cl.has("profile");
@@ -331,7 +331,7 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   // run feeds the sample batch (src, tgt_in, tgt_out) that forward and gradients take; another
   // entry failed on its first input's dtype, which did not say what was wrong.
   if (rs.entry != "forward" && rs.entry != "gradients") {
-    std::cerr << "tfmc " << cmd << ": error: --entry must be forward or gradients (the entries that take a batch of "
+    std::cerr << commandName(cmd) << ": error: --entry must be forward or gradients (the entries that take a batch of "
               << "sentence pairs), got '" << rs.entry << "'\n";
     return false;
   }

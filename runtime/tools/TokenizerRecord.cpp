@@ -1,5 +1,7 @@
 #include "TokenizerRecord.h"
 
+#include "Commands.h"
+
 #include <iostream>
 
 namespace tfmc {
@@ -18,7 +20,7 @@ int checkTokenizer(const char *cmd, const CheckpointMeta &meta, const std::strin
     auto k = meta.find(key);
     return k == meta.end() ? std::string("?") : k->second;
   };
-  std::cerr << "tfmc " << cmd << ": error: tokenizer '" << path << "' (" << tok.vocabSize() << " pieces, fingerprint "
+  std::cerr << commandName(cmd) << ": error: tokenizer '" << path << "' (" << tok.vocabSize() << " pieces, fingerprint "
             << tok.fingerprint() << ") is not the one checkpoint '" << checkpoint << "' was trained with ('"
             << get("tokenizer.path") << "', " << get("tokenizer.pieces") << " pieces, fingerprint " << it->second
             << ")\n";

@@ -43,24 +43,26 @@ struct InputNotes {
   int64_t maxTarget = 0;  // --score-reference: the longest reference the model's max_len can score
   int64_t belowMinLength = 0, firstBelowMinLength = 0, minLength = 0;  // length limit < --min-length
   void report() const {
+    const std::string name = commandName("translate");
+    const char *tool = name.c_str();
     if (belowMinLength)
       std::fprintf(stderr,
-                   "tfmc translate: warning: for %lld sentence(s) the length limit (--max-length-ratio x source tokens + "
+                   "%s: warning: for %lld sentence(s) the length limit (--max-length-ratio x source tokens + "
                    "--max-length-offset) is below --min-length %lld: their outputs end at the limit, without </s> "
                    "(first: line %lld)\n",
-                   (long long)belowMinLength, (long long)minLength, (long long)firstBelowMinLength);
+                   tool, (long long)belowMinLength, (long long)minLength, (long long)firstBelowMinLength);
     if (invalidUtf8)
-      std::fprintf(stderr, "tfmc translate: warning: %lld input line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
-                   (long long)invalidUtf8, (long long)firstInvalid);
+      std::fprintf(stderr, "%s: warning: %lld input line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
+                   tool, (long long)invalidUtf8, (long long)firstInvalid);
     if (truncated)
       std::fprintf(stderr,
-                   "tfmc translate: warning: %lld source line(s) longer than the model's max_len were truncated (first: line %lld)\n",
-                   (long long)truncated, (long long)firstTruncated);
+                   "%s: warning: %lld source line(s) longer than the model's max_len were truncated (first: line %lld)\n",
+                   tool, (long long)truncated, (long long)firstTruncated);
     if (unscored)
       std::fprintf(stderr,
-                   "tfmc translate: warning: %lld reference(s) longer than %lld tokens (the model's max_len less BOS and "
+                   "%s: warning: %lld reference(s) longer than %lld tokens (the model's max_len less BOS and "
                    "</s>) were not scored: 'nan' on their lines, left out of the totals (first: line %lld)\n",
-                   (long long)unscored, (long long)maxTarget, (long long)firstUnscored);
+                   tool, (long long)unscored, (long long)maxTarget, (long long)firstUnscored);
   }
 };
 
@@ -400,7 +402,7 @@ int translateStream(Job &job, std::FILE *out) {
         continue;
       }
       if (n < 0) {  // standard input is a directory, or a read failed: not an empty input
-        std::cerr << "tfmc translate: error: cannot read standard input: " << std::strerror(errno) << "\n";
+        std::cerr << commandName("translate") << ": error: cannot read standard input: " << std::strerror(errno) << "\n";
         return 1;
       }
       if (n == 0) {
@@ -432,7 +434,7 @@ int translateStream(Job &job, std::FILE *out) {
     if (auto s = translateAll(job, pending, next, lines, nullptr, false); !s.ok()) return fail("translate", s);
     for (const auto &l : lines) std::fprintf(out, "%s\n", l.c_str());
     if (std::fflush(out) != 0 || std::ferror(out)) {  // a full disk or closed pipe: say so, stop
-      std::cerr << "tfmc translate: error: cannot write the translations: " << std::strerror(errno) << "\n";
+      std::cerr << commandName("translate") << ": error: cannot write the translations: " << std::strerror(errno) << "\n";
       return 1;
     }
     next += pending.size();
@@ -451,7 +453,7 @@ int translateCommand(const CommandLine &cl) {
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
                              "word-scores", "workers", "alignment"});
   if (!unknown.empty()) {
-    std::cerr << "tfmc translate: error: unknown option --" << unknown[0] << "\n";
+    std::cerr << commandName("translate") << ": error: unknown option --" << unknown[0] << "\n";
     return 2;
   }
   // What is missing or conflicting first, then the usage line (it alone left users guessing).
@@ -466,10 +468,16 @@ int translateCommand(const CommandLine &cl) {
                         ? "--split, --src and --tgt choose a file of --data; --input names its file itself"
                         : nullptr;
   if (why) {
-    std::cerr << "tfmc translate: error: " << why << "\n"
-              << "usage: tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
-                 "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
-                 "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] (tfmc translate --help)\n";
+    std::cerr << commandName("translate") << ": error: " << why << "\n"
+              << "usage: "
+              << (translateProgramNamed()
+                      ? commandName("translate") + " (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model "
+                                                   "[--input file|- | --data dir] [options] (" +
+                            commandName("translate") + " --help)\n"
+                      : std::string("tfmc translate <model.tfmx> (--weights w.safetensors | --checkpoint "
+                                    "ck) --tokenizer spm.model (--input file|- [--reference file] | --data dir [--split "
+                                    "test_2016_flickr] [--src de --tgt en]) [--beam 4] [--batch N] [--output file] "
+                                    "(tfmc translate --help)\n"));
     return 2;
   }
   // An ensemble: several --weights or --checkpoint, with one artifact for all or one each.
@@ -477,7 +485,7 @@ int translateCommand(const CommandLine &cl) {
   const std::vector<std::string> weightFiles = cl.getAll(fromCheckpoints ? "checkpoint" : "weights");
   const size_t members = weightFiles.size();
   if (cl.positionals.size() != 1 && cl.positionals.size() != members) {
-    std::cerr << "tfmc translate: error: " << cl.positionals.size() << " artifacts for " << members << " "
+    std::cerr << commandName("translate") << ": error: " << cl.positionals.size() << " artifacts for " << members << " "
               << (fromCheckpoints ? "checkpoints" : "weight files")
               << ": give one artifact for all ensemble members, or one per member\n";
     return 2;
@@ -489,14 +497,14 @@ int translateCommand(const CommandLine &cl) {
       char *end = nullptr;
       const double w = std::strtod(item.c_str(), &end);
       if (item.empty() || *end != '\0' || !(w > 0 && w <= 1e30)) {
-        std::cerr << "tfmc translate: error: --ensemble-weights takes positive numbers up to 1e30, comma-separated; got '" << item
+        std::cerr << commandName("translate") << ": error: --ensemble-weights takes positive numbers up to 1e30, comma-separated; got '" << item
                   << "'\n";
         return 2;
       }
       ensembleWeights.push_back(w);
     }
     if (ensembleWeights.size() != members) {
-      std::cerr << "tfmc translate: error: " << ensembleWeights.size() << " --ensemble-weights for " << members
+      std::cerr << commandName("translate") << ": error: " << ensembleWeights.size() << " --ensemble-weights for " << members
                 << " ensemble member(s)\n";
       return 2;
     }
@@ -508,7 +516,7 @@ int translateCommand(const CommandLine &cl) {
   else if (format == "pieces") job.format = OutputFormat::Pieces;
   else if (format == "ids") job.format = OutputFormat::Ids;
   else {
-    std::cerr << "tfmc translate: error: --output-format must be text, pieces or ids, got '" << format << "'\n";
+    std::cerr << commandName("translate") << ": error: --output-format must be text, pieces or ids, got '" << format << "'\n";
     return 2;
   }
   // Options held in an int: a value beyond its range must not wrap into a valid one (--beam
@@ -516,7 +524,7 @@ int translateCommand(const CommandLine &cl) {
   for (const char *name : {"beam", "n-best", "top-k", "no-repeat-ngram-size"}) {
     const long long v = cl.getInt(name, 0);
     if (v < INT32_MIN || v > INT32_MAX) {
-      std::cerr << "tfmc translate: error: --" << name << " " << v << " is out of range\n";
+      std::cerr << commandName("translate") << ": error: --" << name << " " << v << " is out of range\n";
       return 2;
     }
   }
@@ -529,7 +537,7 @@ int translateCommand(const CommandLine &cl) {
     if (a == "hard") job.alignment = Job::Alignment::Hard;
     else if (a == "soft") job.alignment = Job::Alignment::Soft;
     else {
-      std::cerr << "tfmc translate: error: --alignment must be hard or soft, got '" << a << "'\n";
+      std::cerr << commandName("translate") << ": error: --alignment must be hard or soft, got '" << a << "'\n";
       return 2;
     }
   }
@@ -543,22 +551,22 @@ int translateCommand(const CommandLine &cl) {
                                         {"threads", threads < 0, ">= 0 (0: all cores)"},
                                         {"workers", workers < 1 || workers > kMaxWorkers, "in [1, 256]"}})
     if (bad) {
-      std::cerr << "tfmc translate: error: --" << flag << " must be " << rule << ", got " << cl.get(flag) << "\n";
+      std::cerr << commandName("translate") << ": error: --" << flag << " must be " << rule << ", got " << cl.get(flag) << "\n";
       return 2;
     }
   // Sampling's settings without --sample changed nothing (the search ignored them): refuse.
   for (const char *flag : {"top-k", "top-p", "temperature", "seed"})
     if (cl.has(flag) && !cl.has("sample")) {
-      std::cerr << "tfmc translate: error: --" << flag << " shapes sampling: add --sample (or drop --" << flag << ")\n";
+      std::cerr << commandName("translate") << ": error: --" << flag << " shapes sampling: add --sample (or drop --" << flag << ")\n";
       return 2;
     }
   if (cl.has("reference") && cl.has("data")) {
-    std::cerr << "tfmc translate: error: --data brings its own references (the --tgt side of --split); --reference "
+    std::cerr << commandName("translate") << ": error: --data brings its own references (the --tgt side of --split); --reference "
                  "goes with --input\n";
     return 2;
   }
   if (threads > tfmrt::kMaxThreads) {
-    std::cerr << "tfmc translate: error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << threads << "\n";
+    std::cerr << commandName("translate") << ": error: --threads must be in [0, " << tfmrt::kMaxThreads << "], got " << threads << "\n";
     return 2;
   }
   if (cl.has("output")) {  // fail now, not after the whole translation
@@ -591,14 +599,14 @@ int translateCommand(const CommandLine &cl) {
     if (i == 0 || cl.positionals.size() > 1) noticePrecisionFallback(path, *models[i]);
     const tfmrt::Artifact &a = models[i]->artifact();
     if (!a.findFunction("encode") || !a.findFunction("decode_step") || !a.findFunction("decode")) {
-      std::cerr << "tfmc translate: error: " << path << " has no translation entries (compile it with --entries=forward,translate)\n";
+      std::cerr << commandName("translate") << ": error: " << path << " has no translation entries (compile it with --entries=forward,translate)\n";
       return 1;
     }
     if (auto s = tfmrt::readModelInfo(a, infos[i]); !s.ok()) return fail("translate", s);
     const tfmrt::ModelInfo &first = infos[0], &m = infos[i];
     if (m.srcVocabSize != first.srcVocabSize || m.tgtVocabSize != first.tgtVocabSize || m.padId != first.padId ||
         m.bosId != first.bosId || m.eosId != first.eosId) {
-      std::cerr << "tfmc translate: error: ensemble members 1 (" << cl.positionals[0] << ") and " << i + 1 << " (" << path
+      std::cerr << commandName("translate") << ": error: ensemble members 1 (" << cl.positionals[0] << ") and " << i + 1 << " (" << path
                 << ") differ in vocabularies (" << first.srcVocabSize << "/" << first.tgtVocabSize << " vs "
                 << m.srcVocabSize << "/" << m.tgtVocabSize << " source/target) or pad/bos/eos ids\n";
       return 1;
@@ -624,22 +632,22 @@ int translateCommand(const CommandLine &cl) {
   search.maxLengthOffset = cl.getInt("max-length-offset", search.maxLengthOffset);
   const bool scoring = cl.has("score-reference");
   if (scoring && !cl.has("data") && !cl.has("reference")) {
-    std::cerr << "tfmc translate: error: --score-reference scores references: give --data, or --input with --reference\n";
+    std::cerr << commandName("translate") << ": error: --score-reference scores references: give --data, or --input with --reference\n";
     return 2;
   }
   if (scoring && (search.sample || job.nBest > 1)) {
-    std::cerr << "tfmc translate: error: --score-reference scores the one reference of each sentence: it takes no "
+    std::cerr << commandName("translate") << ": error: --score-reference scores the one reference of each sentence: it takes no "
                  "--sample or --n-best\n";
     return 2;
   }
   if (scoring && cl.has("output-format")) {  // it was taken and ignored
-    std::cerr << "tfmc translate: error: --score-reference prints a score per line, not text: it takes no "
+    std::cerr << commandName("translate") << ": error: --score-reference prints a score per line, not text: it takes no "
                  "--output-format\n";
     return 2;
   }
   if (scoring) search.beam = 1;  // one forced hypothesis per sentence: 128 in flight by default
   if (cl.has("target-prefix") && (scoring || cl.get("input") == "-")) {
-    std::cerr << "tfmc translate: error: --target-prefix is read line for line with --input file or --data; it "
+    std::cerr << commandName("translate") << ": error: --target-prefix is read line for line with --input file or --data; it "
                  "takes no --score-reference and no streamed --input -\n";
     return 2;
   }
@@ -651,7 +659,7 @@ int translateCommand(const CommandLine &cl) {
   for (auto &m : models) memberModels.push_back(m.get());
   for (auto &translator : translators) {
     if (auto s = tfmdata::Translator::create(memberModels, ensembleWeights, search, translator); !s.ok()) {
-      std::cerr << "tfmc translate: error: " << s.message() << "\n";
+      std::cerr << commandName("translate") << ": error: " << s.message() << "\n";
       return 2;
     }
     job.translators.push_back(translator.get());
@@ -661,7 +669,7 @@ int translateCommand(const CommandLine &cl) {
     try {
       pool = std::make_unique<WorkerPool>(size_t(workers));
     } catch (const std::system_error &e) {
-      std::cerr << "tfmc translate: error: cannot start " << workers << " worker threads: " << e.what() << "\n";
+      std::cerr << commandName("translate") << ": error: cannot start " << workers << " worker threads: " << e.what() << "\n";
       return 1;
     }
     job.pool = pool.get();
@@ -699,7 +707,7 @@ int translateCommand(const CommandLine &cl) {
     std::fprintf(stderr, "%s\n", ensembleWeights.empty() ? " (equal)" : " (normalised to sum 1 in the search)");
   }
   if (info.srcVocabSize != tok->vocabSize()) {
-    std::cerr << "tfmc translate: error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
+    std::cerr << commandName("translate") << ": error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
               << info.srcVocabSize << "\n";
     return 1;
   }
@@ -708,13 +716,13 @@ int translateCommand(const CommandLine &cl) {
   if (cl.get("input") == "-" && !cl.has("reference")) {
     std::FILE *out = stdout;
     if (cl.has("output") && !(out = std::fopen(cl.get("output").c_str(), "w"))) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      std::cerr << commandName("translate") << ": error: cannot write " << cl.get("output") << "\n";
       return 1;
     }
     const int rc = translateStream(job, out);
     job.notes.report();
     if (out != stdout && std::fclose(out) != 0) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << "\n";
+      std::cerr << commandName("translate") << ": error: cannot write " << cl.get("output") << "\n";
       return 1;
     }
     return rc;
@@ -736,7 +744,7 @@ int translateCommand(const CommandLine &cl) {
     if (cl.has("reference"))
       if (auto s = tfmdata::readLines(cl.get("reference"), references); !s.ok()) return fail("translate", s);
     if (cl.has("reference") && references.size() != sources.size()) {  // an empty file too: no silent BLEU-less run
-      std::cerr << "tfmc translate: error: " << sources.size() << " source lines but " << references.size()
+      std::cerr << commandName("translate") << ": error: " << sources.size() << " source lines but " << references.size()
                 << " reference lines\n";
       return 1;
     }
@@ -746,7 +754,7 @@ int translateCommand(const CommandLine &cl) {
   if (cl.has("target-prefix")) {
     if (auto s = tfmdata::readLines(cl.get("target-prefix"), prefixes); !s.ok()) return fail("translate", s);
     if (prefixes.size() != sources.size()) {
-      std::cerr << "tfmc translate: error: " << sources.size() << " source lines but " << prefixes.size()
+      std::cerr << commandName("translate") << ": error: " << sources.size() << " source lines but " << prefixes.size()
                 << " target prefix lines\n";
       return 1;
     }
@@ -777,7 +785,7 @@ int translateCommand(const CommandLine &cl) {
     const bool written = bool(out);
     out.close();
     if (!written || !out) {
-      std::cerr << "tfmc translate: error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
+      std::cerr << commandName("translate") << ": error: cannot write " << cl.get("output") << ": " << std::strerror(errno) << "\n";
       return 1;
     }
   } else if (!cl.has("data")) {
