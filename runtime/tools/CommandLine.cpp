@@ -329,6 +329,16 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
     exitCode = 2;
     return false;
   }
+  // A value given twice is a mistake to point out, not one to settle by taking the last (--beam 2
+  // ... --beam 3 translated with 3, silently); --weights and --checkpoint repeat for ensembles.
+  for (auto &[name, opt] : options)
+    if (opt->get_expected_min() > 0 && opt->get_multi_option_policy() != CLI::MultiOptionPolicy::TakeAll &&
+        opt->results().size() > 1) {
+      std::cerr << app.get_name() << ": error: " << opt->get_name() << " is given " << opt->results().size()
+                << " times ('" << opt->results()[0] << "', then '" << opt->results()[1] << "'): give it once\n";
+      exitCode = 2;
+      return false;
+    }
   for (auto &[name, opt] : options) {
     if (opt->count() == 0) continue;
     if (opt->get_expected_min() == 0) cl.flags.push_back({name, std::string()});
