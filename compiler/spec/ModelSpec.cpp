@@ -4,6 +4,8 @@
 // tables in SpecParser::SpecParser are its single source of truth in code.
 #include "spec/ModelSpec.h"
 
+#include "tfmdata/decoding_limits.h"
+
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -190,11 +192,6 @@ constexpr int64_t kMaxLayers = 1024;      // encoder_layers, decoder_layers
 constexpr int64_t kMaxVocab = 1 << 24;    // src/tgt_vocab_size
 constexpr int64_t kMaxLen = 1 << 20;      // max_len, compile lengths, max_length_offset
 constexpr int64_t kMaxTokens = 1 << 28;   // batch_tokens, compile batch
-// The decoding section's bounds are the search's (tfmdata/search.h: kMaxLengthPenalty, ...), so
-// every spec that compiles makes an artifact tfmc translate accepts.
-constexpr double kMaxLengthPenalty = 10;
-constexpr double kMaxLengthRatio = 1e6;
-constexpr int64_t kMaxLengthOffset = int64_t(1) << 20;
 
 struct Field {
   std::string name;
@@ -382,9 +379,10 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
   Section decoding("decoding", /*required=*/false);
   decoding.fields = {
       intField("beam_size", d.beam_size, Range::Positive, false, 1024),
-      floatField("length_penalty", d.length_penalty, Range::NonNegative, kMaxLengthPenalty),
-      floatField("max_length_ratio", d.max_length_ratio, Range::Positive, kMaxLengthRatio),
-      intField("max_length_offset", d.max_length_offset, Range::NonNegative, false, kMaxLengthOffset),
+      // The search's bounds: every spec that compiles makes an artifact tfmc translate accepts.
+      floatField("length_penalty", d.length_penalty, Range::NonNegative, tfmdata::kMaxLengthPenalty),
+      floatField("max_length_ratio", d.max_length_ratio, Range::Positive, tfmdata::kMaxLengthRatio),
+      intField("max_length_offset", d.max_length_offset, Range::NonNegative, false, tfmdata::kMaxLengthOffset),
   };
 
   CompileSection &c = spec.compile;
@@ -801,12 +799,7 @@ void SpecParser::checkRange(Field &f, const std::string &text) {
     requirement = limit.c_str();
   }
   if (!requirement && f.d && *f.d > f.maxFloat) {
-    std::ostringstream max;
-    max << f.maxFloat;
-    std::string text = max.str();  // 1e6, not 1e+06
-    if (size_t e = text.find("e+"); e != std::string::npos)
-      text.erase(e + 1, text.compare(e + 2, 1, "0") == 0 ? 2 : 1);
-    limit = "must be at most " + text;
+    limit = "must be at most " + tfmdata::shortNumber(f.maxFloat);
     requirement = limit.c_str();
   }
   if (requirement) {

@@ -44,7 +44,6 @@ uint32_t tensorsCrc(std::vector<CrcItem> items) {
   return crc;
 }
 
-
 // What must match for a checkpoint to continue a run: parameter names and shapes, and the
 // model and training hyper-parameters the compiler recorded (architecture, dropout, optimizer,
 // schedule, seed). Shapes alone would accept e.g. relu weights into a gelu model.
@@ -91,7 +90,6 @@ uint32_t tensorsCrc(const TensorMap &tensors) {
   for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
   return tensorsCrc(std::move(items));
 }
-
 
 Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::map<std::string, std::string> &meta) const {
   // Alone: no training step may change what is being checksummed and written, and the default

@@ -144,6 +144,8 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   if (!rs.saveWeights.empty() && !saveLater)
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail(cmd, s);
 
+  tfmrt::ModelInfo info;
+  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail(cmd, s);
   if (!rs.inputs.empty()) {
     std::map<std::string, tfmrt::Tensor> tensors;
     if (auto s = tfmrt::readSafetensors(rs.inputs, tensors); !s.ok()) return fail(cmd, s);
@@ -157,8 +159,6 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
       inputs.push_back(it->second);
     }
   } else {
-    tfmrt::ModelInfo info;
-    if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail(cmd, s);
     int64_t batch = rs.batch > 0 ? rs.batch : info.compileBatch;
     int64_t srcLen = rs.srcLen > 0 ? rs.srcLen : info.compileSrcLen;
     int64_t tgtLen = rs.tgtLen > 0 ? rs.tgtLen : info.compileTgtLen;
@@ -186,8 +186,6 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
     }
   }
   // A batch whose targets are all padding scores nothing: it trained with a loss of 0, silently.
-  tfmrt::ModelInfo info;
-  if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail(cmd, s);
   if (inputs.size() >= 3) {
     const tfmrt::Tensor &tgtOut = inputs[2];
     const int32_t *ids = tgtOut.data<int32_t>();

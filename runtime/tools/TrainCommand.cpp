@@ -28,11 +28,11 @@
 #include "tfmrt/files.h"
 
 namespace tfmc {
+namespace {
 
 // Checkpoint metadata: what the run trained on, "corpus" (--data) or "batch" (--inputs or the
 // sample batch), so a resume on other data is refused.
 constexpr const char *kTrainingDataKey = "training_data";
-namespace {
 
 // --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
 struct DataSource {

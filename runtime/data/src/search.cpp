@@ -11,7 +11,6 @@
 #include <cstring>
 #include <functional>
 #include <new>
-#include <sstream>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -432,27 +431,19 @@ Translator::~Translator() = default;
 
 Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::unique_ptr<Translator> &out) {
   // Named by tfmc translate's options: every value the spec gives was checked at compile time.
-  auto shown = [](double v) {  // 1e6, not 1e+06
-    std::ostringstream out;
-    out << v;
-    std::string text = out.str();
-    if (size_t e = text.find("e+"); e != std::string::npos)
-      text.erase(e + 1, text.compare(e + 2, 1, "0") == 0 ? 2 : 1);
-    return text;
-  };
   if (o.beam < 1) return tfmrt::invalidArgument("--beam must be >= 1, got " + std::to_string(o.beam));
   if (o.nBest < 1 || o.nBest > o.beam)
     return tfmrt::invalidArgument("--n-best " + std::to_string(o.nBest) + " must be in [1, beam = " +
                                   std::to_string(o.beam) + "]");
   if (o.sample && !(o.temperature > 0 && o.temperature <= 1e6))
-    return tfmrt::invalidArgument("--temperature must be in (0, " + shown(1e6) + "], got " + shown(o.temperature));
+    return tfmrt::invalidArgument("--temperature must be in (0, " + shortNumber(1e6) + "], got " + shortNumber(o.temperature));
   if (o.topK < 0) return tfmrt::invalidArgument("--top-k must be >= 0, got " + std::to_string(o.topK));
-  if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("--top-p must be in (0, 1], got " + shown(o.topP));
+  if (!(o.topP > 0 && o.topP <= 1)) return tfmrt::invalidArgument("--top-p must be in (0, 1], got " + shortNumber(o.topP));
   // ((5 + length) / 6)^alpha stays finite for any length under max_len up to alpha 10 (GNMT's
   // values are 0.6-1); at 1000 every score was -0.
   if (!(o.lengthPenalty >= 0 && o.lengthPenalty <= kMaxLengthPenalty))
-    return tfmrt::invalidArgument("--length-penalty must be in [0, " + shown(kMaxLengthPenalty) + "], got " +
-                                  shown(o.lengthPenalty));
+    return tfmrt::invalidArgument("--length-penalty must be in [0, " + shortNumber(kMaxLengthPenalty) + "], got " +
+                                  shortNumber(o.lengthPenalty));
   if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
@@ -464,8 +455,8 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
     return tfmrt::invalidArgument("--no-repeat-ngram-size must be in [0, max_len = " + std::to_string(o.maxLen) +
                                   "], got " + std::to_string(o.noRepeatNgram));
   if (!(o.maxLengthRatio >= 0 && o.maxLengthRatio <= kMaxLengthRatio))
-    return tfmrt::invalidArgument("--max-length-ratio must be in [0, " + shown(kMaxLengthRatio) + "], got " +
-                                  shown(o.maxLengthRatio));
+    return tfmrt::invalidArgument("--max-length-ratio must be in [0, " + shortNumber(kMaxLengthRatio) + "], got " +
+                                  shortNumber(o.maxLengthRatio));
   // Any offset is capped by max_len (outputLengthLimit); this bound keeps ratio x length + offset
   // far from overflowing.
   if (o.maxLengthOffset < 0 || o.maxLengthOffset > kMaxLengthOffset)

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tfmdata/decoding_limits.h"
 #include "tfmrt/runtime.h"
 
 namespace tfmdata {
@@ -30,12 +31,6 @@ constexpr int64_t kDefaultHypothesesInFlight = 128;
 inline int64_t defaultSentencesInFlight(int beam) {
   return beam > 1 ? (kDefaultHypothesesInFlight + beam - 1) / beam : kDefaultHypothesesInFlight;
 }
-
-// Bounds of the decoding options (spec's decoding section and tfmc translate's): beyond them the
-// length penalty's denominator overflows (every score -0) and ratio x length + offset nears int64.
-constexpr double kMaxLengthPenalty = 10;
-constexpr double kMaxLengthRatio = 1e6;
-constexpr int64_t kMaxLengthOffset = int64_t(1) << 20;
 
 struct SearchOptions {
   int beam = 4;                 // 1: greedy (or sampling)
