@@ -282,6 +282,12 @@ void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
   info.seed = spec.training.seed;
   info.lrScale = spec.training.lr_scale;
   info.warmupSteps = spec.training.warmup_steps;
+  info.dropout = m.dropout;
+  info.attentionDropout = m.attention_dropout;
+  info.activationDropout = m.activation_dropout;
+  info.adamBeta1 = spec.training.adam_beta1;
+  info.adamBeta2 = spec.training.adam_beta2;
+  info.adamEps = spec.training.adam_eps;
   info.beamSize = spec.decoding.beam_size;
   info.lengthPenalty = spec.decoding.length_penalty;
   info.maxLengthRatio = spec.decoding.max_length_ratio;

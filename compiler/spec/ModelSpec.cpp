@@ -6,6 +6,7 @@
 
 #include "tfmdata/decoding_limits.h"
 
+#include <sys/stat.h>
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -37,7 +38,16 @@ namespace {
 // Small helpers
 //===----------------------------------------------------------------------===//
 
-std::string quote(const std::string &s) { return "'" + s + "'"; }
+// Quoted values are echoed in messages: a 1 MB value must not become a 1 MB message.
+std::string quote(const std::string &s) {
+  constexpr size_t kShown = 80;
+  if (s.size() <= kShown)
+    return "'" + s + "'";
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut; // not inside a UTF-8 character
+  return "'" + s.substr(0, cut) + "...' (" + std::to_string(s.size()) + " bytes)";
+}
 
 // Optimal-string-alignment distance (a transposition counts as one edit), case-insensitive.
 size_t editDistance(const std::string &a, const std::string &b) {
@@ -367,9 +377,10 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       floatField("label_smoothing", t.label_smoothing, Range::Probability),
       floatField("adam_beta1", t.adam_beta1, Range::Probability),
       floatField("adam_beta2", t.adam_beta2, Range::Probability),
-      floatField("adam_eps", t.adam_eps, Range::Positive),
+      floatField("adam_eps", t.adam_eps, Range::Positive, 1e300), // as lr_scale
       intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
-      floatField("lr_scale", t.lr_scale, Range::Positive),
+      // The runtime reads the schedule back from the artifact's metadata up to 1e300.
+      floatField("lr_scale", t.lr_scale, Range::Positive, 1e300),
       intField("batch_tokens", t.batch_tokens, Range::Positive, false, kMaxTokens),
       intField("max_steps", t.max_steps, Range::Positive, false, INT32_MAX),
       intField("seed", t.seed, Range::NonNegative),
@@ -882,6 +893,19 @@ void SpecParser::crossChecks() {
     }
   }
 
+  // The sinusoidal table (max_len x d_model floats) is a constant of the artifact and learned
+  // positions are a parameter of that size: 2^28 floats (1 GiB) is far past any useful length.
+  if (ok("model", "max_len") && ok("model", "d_model") &&
+      double(spec_.model.max_len) * double(spec_.model.d_model) > double(int64_t(1) << 28)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "the position table would have max_len x d_model = %.3g values (%.1f GiB of f32), past the limit of 2^28; "
+                  "lower 'max_len'",
+                  double(spec_.model.max_len) * double(spec_.model.d_model),
+                  double(spec_.model.max_len) * double(spec_.model.d_model) * 4 / double(1 << 30));
+    error(where("model", "max_len"), buf);
+  }
+
   // One shared embedding table needs one vocabulary. (tie_output_projection only involves the
   // target side, so it has no such constraint.)
   if (ok("model", "tie_src_tgt_embeddings") && spec_.model.tie_src_tgt_embeddings &&
@@ -970,6 +994,24 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
     diags.push_back(std::move(d));
     return false;
   };
+  auto refuse = [&](const std::string &why) {
+    spec = ModelSpec();
+    spec.path = path;
+    SpecDiagnostic d;
+    d.file = path;
+    d.message = why;
+    diags.push_back(std::move(d));
+    return false;
+  };
+  // A spec is a small text file: /dev/zero or a FIFO would otherwise be read until memory or
+  // patience runs out.
+  constexpr long long kMaxSpecBytes = 1 << 20;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return refuse("cannot read spec file: not a regular file");
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > kMaxSpecBytes)
+    return refuse("cannot read spec file: " + std::to_string(st.st_size) +
+                  " bytes, larger than a model spec can be (1 MiB)");
   errno = 0;
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
@@ -977,12 +1019,16 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
   std::string text;
   char buffer[4096];
   size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0)
+  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0 && text.size() <= size_t(kMaxSpecBytes))
     text.append(buffer, n);
   int err = std::ferror(file) ? (errno ? errno : EIO) : 0; // e.g. EISDIR for a directory
   std::fclose(file);
   if (err)
     return cannotRead(err);
+  if (text.size() > size_t(kMaxSpecBytes))
+    return refuse("cannot read spec file: larger than a model spec can be (1 MiB)");
+  if (text.compare(0, 4, "TFMX") == 0)
+    return refuse("this is a compiled artifact (.tfmx), not a model spec (.yaml)");
   return parseModelSpecText(text, path, spec, diags);
 }
 

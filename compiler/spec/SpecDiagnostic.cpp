@@ -1,6 +1,8 @@
 // Rendering of spec diagnostics: `file:line:col: error: message`, the source line, a caret.
 #include "spec/ModelSpec.h"
 
+#include <algorithm>
+
 namespace tfmc {
 
 std::string SpecDiagnostic::render() const {
@@ -10,11 +12,29 @@ std::string SpecDiagnostic::render() const {
   out += ": error: " + message + "\n";
   if (line <= 0)
     return out;
-  out += sourceLine + "\n";
+  // A long line (minified YAML, a pasted blob) is shown as a window around the column, so the
+  // message stays a few lines; "..." marks what was cut. Cuts never split a UTF-8 character.
+  constexpr size_t kBefore = 60, kShown = 160;
+  const size_t caret = col > 0 ? static_cast<size_t>(col - 1) : 0;
+  auto charStart = [&](size_t i) {
+    while (i > 0 && i < sourceLine.size() && (static_cast<unsigned char>(sourceLine[i]) & 0xC0) == 0x80)
+      --i;
+    return i;
+  };
+  size_t begin = 0, end = sourceLine.size();
+  if (sourceLine.size() > kShown) {
+    begin = charStart(caret > kBefore ? std::min(caret - kBefore, sourceLine.size()) : 0);
+    end = charStart(std::min(begin + kShown, sourceLine.size()));
+    if (end <= begin)
+      end = std::min(begin + kShown, sourceLine.size());
+  }
+  const std::string prefix = begin > 0 ? "..." : "";
+  out += prefix + sourceLine.substr(begin, end - begin) + (end < sourceLine.size() ? "..." : "") + "\n";
   // Column is a 1-based byte offset. Keep tabs so the caret lines up under tab-indented text,
   // and emit one space per UTF-8 character rather than per byte.
-  for (int i = 0; i + 1 < col; ++i) {
-    unsigned char c = i < static_cast<int>(sourceLine.size()) ? sourceLine[i] : ' ';
+  out += std::string(prefix.size(), ' ');
+  for (size_t i = begin; i < caret; ++i) {
+    unsigned char c = i < sourceLine.size() ? sourceLine[i] : ' ';
     if ((c & 0xC0) == 0x80)
       continue; // UTF-8 continuation byte
     out += c == '\t' ? '\t' : ' ';

@@ -13,7 +13,7 @@
 namespace tfmrt {
 namespace {
 
-constexpr const char *kFormat = "tfmc-checkpoint";
+constexpr const char *kFormat = kCheckpointFormat;
 constexpr const char *kVersion = "1";
 
 // One tensor as the checksum sees it: in memory, or still in the file (TensorInFile).
@@ -44,9 +44,10 @@ uint32_t tensorsCrc(std::vector<CrcItem> items) {
   return crc;
 }
 
-// What must match for a checkpoint to continue a run: parameter names and shapes, and the
-// model and training hyper-parameters the compiler recorded (architecture, dropout, optimizer,
-// schedule, seed). Shapes alone would accept e.g. relu weights into a gelu model.
+// What must match for a checkpoint's weights to mean the same in this model: parameter names and
+// shapes, and the model. and training. metadata the compiler recorded (architecture, label
+// smoothing, seed, ...). Shapes alone would accept e.g. relu weights into a gelu model. The
+// schedule, dropout and Adam settings are compared only when resuming (trainingSettingsChange).
 std::string modelFingerprint(const Artifact &a) {
   uint32_t crc = 0;
   auto add = [&](const std::string &text) {
@@ -59,6 +60,38 @@ std::string modelFingerprint(const Artifact &a) {
   for (const auto &[key, value] : a.metadata)
     if (key.rfind("model.", 0) == 0 || key.rfind("training.", 0) == 0) add(key + "=" + value);
   return std::to_string(crc);
+}
+
+// The settings a run trains with beyond the fingerprint (schedule, dropout, Adam), one
+// "key=value" per line. Not in the fingerprint: a translation artifact compiled with other
+// values must still load the weights. Resuming compares them (trainingSettingsChange).
+bool isTrainingSetting(const std::string &key) { return key.rfind("schedule.", 0) == 0 || key.rfind("train.", 0) == 0; }
+
+std::string trainingSettings(const Artifact &a) {
+  std::string out;
+  for (const auto &[key, value] : a.metadata)
+    if (isTrainingSetting(key)) out += key + "=" + value + "\n";
+  return out;
+}
+
+// What differs between a checkpoint's recorded settings and this artifact's, as "key a -> b"
+// items; keys only one side records (older artifacts or checkpoints) cannot be compared.
+std::string trainingSettingsChange(const std::string &recorded, const Artifact &a) {
+  std::string changes;
+  size_t pos = 0;
+  while (pos < recorded.size()) {
+    size_t end = recorded.find('\n', pos);
+    if (end == std::string::npos) end = recorded.size();
+    const std::string line = recorded.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    auto it = a.metadata.find(key);
+    if (it == a.metadata.end() || it->second == value) continue;
+    changes += cat(changes.empty() ? "" : ", ", key.substr(key.find('.') + 1), " ", value, " -> ", it->second);
+  }
+  return changes;
 }
 
 // The checksum also covers the step and the fingerprint: an edited header is caught too.
@@ -109,6 +142,7 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
     metadata["tfmc_model"] = a.modelName;
     metadata["step"] = std::to_string(step);
     metadata["model_fingerprint"] = modelFingerprint(a);
+    metadata["training_settings"] = trainingSettings(a);
     metadata["crc32"] = checksum(tensorsCrc(refs), metadata["step"], metadata["model_fingerprint"]);
     std::vector<uint8_t> bytes;
     TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
@@ -148,9 +182,19 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
     if (field("crc32") != checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint")))
       return refuse("checksum mismatch: the file is corrupt");
-    if (field("model_fingerprint") != modelFingerprint(impl_->artifact))
-      return refuse(cat("was saved from a model '", impl_->artifact.modelName,
-                        "' with other parameters or hyper-parameters (model./training. settings of the spec)"));
+    if (field("model_fingerprint") != modelFingerprint(impl_->artifact)) {
+      // Name the first parameter that differs, where one does (the fingerprint is only a CRC).
+      std::string which;
+      for (const ParamInfo &p : artifact.params) {
+        auto it = tensors.find(p.name);
+        if (it == tensors.end()) which = cat("; it has no parameter '", p.name, "'");
+        else if (it->second.shape != p.shape)
+          which = cat("; parameter '", p.name, "' is ", shapeStr(it->second.shape), " there, ", shapeStr(p.shape), " here");
+        if (!which.empty()) break;
+      }
+      return refuse(cat("was saved from a model '", field("tfmc_model"),
+                        "' with other parameters or hyper-parameters (the model: and training: settings of the spec)", which));
+    }
     char *end = nullptr;
     const std::string stepText = field("step");
     errno = 0;
@@ -174,6 +218,13 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
       state.clear();
       stateKinds.clear();
     }
+    // Resuming continues the run: with another schedule, dropout or Adam it would not be the
+    // same run (a weights-only load, e.g. train --weights ck, starts a new one).
+    if (withTrainingState && !expected.empty() && metadata.count("training_settings"))
+      if (std::string change = trainingSettingsChange(metadata.at("training_settings"), artifact); !change.empty())
+        return refuse(cat("was trained with other training settings than this model has (", change,
+                          "); resuming continues the same run, so they must match: recompile the spec with the "
+                          "checkpoint's values, or start a new run from its weights (--weights instead of --resume)"));
     if (expected.size() != stateKinds.size())
       return refuse(cat("holds ", stateKinds.size(), " optimizer state tensors, this model has ", expected.size()));
     for (const StateInfo *st : expected) {

@@ -19,6 +19,9 @@
 
 namespace tfmrt {
 
+// The "format" metadata of a training checkpoint (Model::saveCheckpoint).
+constexpr const char *kCheckpointFormat = "tfmc-checkpoint";
+
 // A data-dependent check of an entry input, run on every call (token ids within a vocabulary).
 struct IdCheck {
   size_t inputPos = 0;   // position in the entry's inputs

@@ -49,6 +49,10 @@ const std::vector<FloatField> &floatFields() {
       {"decoding.length_penalty", &ModelInfo::lengthPenalty, -1e6, 1e6},
       {"decoding.max_length_ratio", &ModelInfo::maxLengthRatio, 0, 1e6},
       {"schedule.lr_scale", &ModelInfo::lrScale, 0, 1e300},  // any finite positive value the spec allows
+      {"train.dropout", &ModelInfo::dropout, 0, 1},            {"train.attention_dropout", &ModelInfo::attentionDropout, 0, 1},
+      {"train.activation_dropout", &ModelInfo::activationDropout, 0, 1},
+      {"train.adam_beta1", &ModelInfo::adamBeta1, 0, 1},       {"train.adam_beta2", &ModelInfo::adamBeta2, 0, 1},
+      {"train.adam_eps", &ModelInfo::adamEps, 0, 1e300},
   };
   return f;
 }

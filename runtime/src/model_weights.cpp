@@ -123,6 +123,13 @@ Status Model::loadWeights(const std::string &path) {
   TensorMap tensors;
   MetadataMap metadata;
   TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+  // A training checkpoint's weights (its optimizer state is checked, not kept): the usual way to
+  // start a new run, or evaluate, from a checkpoint.
+  if (auto format = metadata.find("format"); format != metadata.end() && format->second == kCheckpointFormat) {
+    tensors.clear();
+    int64_t step = 0;
+    return loadCheckpoint(path, step, nullptr, /*withTrainingState=*/false);
+  }
   // Files tfmc wrote carry a checksum (others, such as PyTorch's, do not): a flipped bit in the
   // data was taken silently.
   if (auto crc = metadata.find(kWeightsChecksumKey);

@@ -36,6 +36,14 @@ int averageCommand(const CommandLine &cl) {
       std::cerr << "tfmc average: error: the output '" << out << "' is also an input\n";
       return 2;
     }
+  // One file twice would silently weigh it double (by file: ./ck and links count as the same).
+  for (size_t i = 0; i < checkpoints.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (checkpoints[i] == checkpoints[j] || tfmrt::sameFile(checkpoints[i], checkpoints[j])) {
+        std::cerr << "tfmc average: error: '" << checkpoints[i] << "' is given twice (as '" << checkpoints[j]
+                  << "'); each checkpoint counts once\n";
+        return 2;
+      }
   tfmrt::RuntimeOptions options;
   options.backend = tfmrt::KernelBackend::Reference;  // no kernels run: skip oneDNN set-up
   std::unique_ptr<tfmrt::Model> model;
@@ -81,7 +89,12 @@ int averageCommand(const CommandLine &cl) {
   // The last checkpoint's optimizer state is kept (as other toolkits do), so training can resume.
   if (auto s = model->setWeights(averaged, /*keepTrainingState=*/true); !s.ok()) return fail("average", s);
   if (auto s = model->saveCheckpoint(out, step, outMeta); !s.ok()) return fail("average", s);
-  std::printf("wrote %s: the mean of %zu checkpoints (steps %s)\n", out.c_str(), checkpoints.size(), steps.c_str());
+  bool hasTrainingState = false;
+  for (const tfmrt::StateInfo &st : a.states) hasTrainingState |= tfmrt::isCheckpointedState(st);
+  std::printf("wrote %s: the mean of %zu checkpoint%s (steps %s)%s\n", out.c_str(), checkpoints.size(),
+              checkpoints.size() == 1 ? "" : "s", steps.c_str(),
+              hasTrainingState ? "" : "; weights only: the artifact has no train_step, so no optimizer state "
+                                      "(for translate --checkpoint; train --resume needs an artifact with train_step)");
   return 0;
 }
 

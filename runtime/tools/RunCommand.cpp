@@ -130,6 +130,11 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
       return fail(cmd, s);
   if (auto s = tfmrt::refuseSharedOutputs({{rs.output, "--output file"}, {rs.saveWeights, "--save-weights file"}}); !s.ok())
     return fail(cmd, s);
+  // Before the run (a directory or a missing directory was found only after it).
+  for (const auto &[path, what] : {std::pair<const std::string &, const char *>{rs.output, "--output file"},
+                                   {rs.saveWeights, "--save-weights file"}})
+    if (!path.empty())
+      if (auto s = tfmrt::checkWritable(path, what); !s.ok()) return fail(cmd, s);
   options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
   if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
@@ -173,7 +178,8 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
-      std::cerr << commandName(cmd) << ": error: input " << i << " must be I32 [batch, length], got "
+      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+                << (i < 3 ? kInputNames[i] : "input") << "' must be token ids, I32 [batch, length] (2-D), got "
                 << inputs[i].describe() << "\n";
       return 1;
     }
@@ -182,6 +188,22 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
       std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
                 << (i < 3 ? kInputNames[i] : "input") << "' is empty (" << inputs[i].describe()
                 << "): a batch needs at least one sentence of at least one token\n";
+      return 1;
+    }
+  }
+  // One batch: the three agree on the sentence count, and tgt_out is tgt_in shifted (same length).
+  if (inputs.size() >= 3) {
+    for (size_t i : {1, 2})
+      if (inputs[i].shape[0] != inputs[0].shape[0]) {
+        std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+                  << kInputNames[i] << "' has " << inputs[i].shape[0] << " sentences, 'src' has " << inputs[0].shape[0]
+                  << " (one batch: the first dimension must agree)\n";
+        return 1;
+      }
+    if (inputs[2].shape[1] != inputs[1].shape[1]) {
+      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": 'tgt_out' is "
+                << inputs[2].shape[1] << " tokens long, 'tgt_in' " << inputs[1].shape[1]
+                << " (tgt_out is tgt_in shifted by one: the lengths must agree)\n";
       return 1;
     }
   }
@@ -260,10 +282,10 @@ int runForward(const char *cmd, const RunSettings &rs) {
   else
     std::printf("entry %s: loss %.6f, %lld parameter gradients, global L2 norm %.6g\n", rs.entry.c_str(), loss,
                 (long long)gradTensors, std::sqrt(gradSquares));
-  std::printf("%s: %.2f ms median of %zu, %.0f tokens/s (B x (S+T) = %lld positions), "
+  std::printf("%s: %.2f ms median of %zu%s, %.0f tokens/s (B x (S+T) = %lld positions), "
               "load average %s\n",
-              rs.entry.c_str(), median, steady.size(), positions / (median / 1000.0), (long long)positions,
-              loadAverage().c_str());
+              rs.entry.c_str(), median, steady.size(), millis.size() > 1 ? " (after 1 warm-up call)" : "",
+              positions / (median / 1000.0), (long long)positions, loadAverage().c_str());
   if (rs.profile) printProfile(*model, millis.size(), "forward");
   if (!std::isfinite(loss)) {
     std::cerr << commandName(cmd) << ": error: the loss is not finite\n";
@@ -316,6 +338,14 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
       std::cerr << commandName(cmd) << ": error: --" << flag << " must be in [1, " << kMaxRunSize << "], got " << value << "\n";
       return false;
     }
+  // They size the built-in sample batch; a file's tensors have their own shapes (they were ignored).
+  if (!rs.inputs.empty())
+    for (const char *flag : {"batch", "src-len", "tgt-len"})
+      if (cl.has(flag)) {
+        std::cerr << commandName(cmd) << ": error: --" << flag
+                  << " sizes the built-in sample batch; --inputs brings its own shapes (drop one of them)\n";
+        return false;
+      }
   if (rs.iters < 1) {  // was run once silently
     std::cerr << commandName(cmd) << ": error: --iters must be >= 1, got " << rs.iters << "\n";
     return false;

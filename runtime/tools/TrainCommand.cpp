@@ -943,10 +943,15 @@ int tokenizerCommand(const CommandLine &cl) {
   }
   const std::string dir = cl.get("data"), out = cl.get("o");
   if (dir.empty() || out.empty() || !cl.positionals.empty()) {
-    std::cerr << "tfmc tokenizer: error: usage: tfmc tokenizer --data <dir> --langs de,en [--split train] "
-                 "[--vocab 8000] -o <model>\n";
+    std::cerr << "tfmc tokenizer: error: "
+              << (!cl.positionals.empty() ? "unexpected argument '" + cl.positionals[0] + "'"
+                  : dir.empty()           ? std::string("--data <corpus dir> is required")
+                                          : std::string("-o <model file> is required"))
+              << " (usage: tfmc tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o <model>)\n";
     return 2;
   }
+  // Before the training, which takes minutes on a full corpus.
+  if (auto s = tfmrt::checkWritable(out, "tokenizer"); !s.ok()) return fail("tokenizer", s);
   std::vector<std::string> sentences, langs;
   std::string list = cl.get("langs", "de,en");
   for (size_t start = 0; start <= list.size();) {

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,14 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   };
   char buf[1 << 16];
   int n;
+  bool first = true;
   while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    // Text compressed twice decompresses to gzip again: it was read as lines of binary.
+    if (first && !gzdirect(f) && n >= 2 && uint8_t(buf[0]) == 0x1f && uint8_t(buf[1]) == 0x8b) {
+      gzclose(f);
+      return tfmrt::invalidArgument("'" + path + "' is compressed twice (it decompresses to gzip data, not text)");
+    }
+    first = false;
     const char *p = buf, *end = buf + n;
     while (const char *nl = static_cast<const char *>(std::memchr(p, '\n', size_t(end - p)))) {
       line.append(p, size_t(nl - p));

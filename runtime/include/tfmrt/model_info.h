@@ -28,6 +28,10 @@ struct ModelInfo {
   double lrScale = 1.0;
   int64_t warmupSteps = 4000;
   bool scheduleKnown = false;
+  // Dropout and Adam (for checkpoints: resuming with other values would not continue the run).
+  // Recorded under "train." (not fingerprinted either: weights stay loadable for translation).
+  double dropout = 0.1, attentionDropout = 0, activationDropout = 0;
+  double adamBeta1 = 0.9, adamBeta2 = 0.98, adamEps = 1e-9;
   // decoding
   int64_t beamSize = 4;
   double lengthPenalty = 0.6, maxLengthRatio = 1.5;

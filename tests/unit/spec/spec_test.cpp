@@ -386,3 +386,29 @@ TEST(ModelSpec, EnumSpellings) {
   EXPECT_STREQ(toString(Activation::ReLU), "relu");
   EXPECT_STREQ(toString(Activation::GELU), "gelu");
 }
+
+// A 1 MB value made a 2 MB message (quoted, then its line echoed): both are cut to a window.
+TEST(SpecDiagnostic, LongValuesAndLinesAreCut) {
+  ModelSpec spec;
+  std::vector<SpecDiagnostic> diags;
+  const std::string longName(100000, 'x');
+  EXPECT_FALSE(parseModelSpecText("name: " + longName + "!\n", "l.yaml", spec, diags));
+  ASSERT_FALSE(diags.empty());
+  std::string all;
+  for (const SpecDiagnostic &d : diags)
+    all += d.render();
+  EXPECT_LT(all.size(), 2000u) << all.substr(0, 2000);
+  EXPECT_NE(all.find("...' (100001 bytes)"), std::string::npos) << all.substr(0, 2000);
+
+  SpecDiagnostic d;
+  d.file = "w.yaml";
+  d.line = 1;
+  d.message = "m";
+  d.sourceLine = std::string(300, 'a') + "X" + std::string(300, 'b');
+  d.col = 301; // the X
+  const std::string shown = d.render();
+  // "...", 60 characters before the column, 160 in all, "...", and the caret under the X.
+  const std::string expected = "w.yaml:1:301: error: m\n..." + std::string(60, 'a') + "X" + std::string(99, 'b') +
+                               "...\n" + std::string(63, ' ') + "^\n";
+  EXPECT_EQ(shown, expected);
+}
