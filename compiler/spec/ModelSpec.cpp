@@ -302,6 +302,10 @@ private:
   void error(const YAML::Mark &mark, const std::string &message);
   std::string syntaxHint(const YAML::Exception &e) const;
   bool findSecondDocument(YAML::Mark &mark) const;
+  // YAML lets a quoted scalar run over lines, so `name: "tiny` took the rest of the file as the
+  // name and reported keys missing. No spec value spans lines: a quote opened at the start of a
+  // key or value must close on its line.
+  bool findUnclosedQuote(YAML::Mark &mark) const;
   SpecLoc loc(const YAML::Mark &mark) const;
 
   bool parseRoot(const YAML::Node &root);
@@ -539,10 +543,54 @@ bool SpecParser::findSecondDocument(YAML::Mark &mark) const {
   return false;
 }
 
+bool SpecParser::findUnclosedQuote(YAML::Mark &mark) const {
+  for (size_t i = 0; i < lines_.size(); ++i) {
+    const std::string &line = lines_[i];
+    char before = '\n'; // the last non-blank character before the position, '\n' at the start
+    for (size_t p = 0; p < line.size(); ++p) {
+      const char c = line[p];
+      if (c == '#' && (p == 0 || line[p - 1] == ' ' || line[p - 1] == '\t'))
+        break; // a comment
+      if ((c == '"' || c == '\'') && std::string("\n:-[{,?").find(before) != std::string::npos) {
+        size_t q = p + 1;
+        for (; q < line.size(); ++q) {
+          if (c == '"' && line[q] == '\\') {
+            ++q; // an escape: skip the escaped character
+          } else if (line[q] == c) {
+            if (c == '\'' && q + 1 < line.size() && line[q + 1] == '\'') {
+              ++q; // '' inside single quotes
+            } else {
+              break;
+            }
+          }
+        }
+        if (q >= line.size()) {
+          mark.line = static_cast<int>(i);
+          mark.column = static_cast<int>(p);
+          return true;
+        }
+        p = q; // past the closing quote
+        before = c;
+        continue;
+      }
+      if (c != ' ' && c != '\t')
+        before = c;
+    }
+  }
+  return false;
+}
+
 void SpecParser::run() {
   YAML::Node root;
   YAML::Mark secondDoc;
   bool hasSecondDoc = false;
+  // Before yaml-cpp, whose error (if any) would point where the open quote's string happens to end.
+  YAML::Mark openQuote;
+  if (findUnclosedQuote(openQuote)) {
+    error(openQuote, "invalid YAML: this quoted value does not end on its line (a missing closing quote?); "
+                     "a spec's values fit on one line");
+    return;
+  }
   try {
     root = YAML::Load(text_); // the first document
     hasSecondDoc = findSecondDocument(secondDoc);
