@@ -58,20 +58,20 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 }
 
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
-void printProfile(const tfmrt::Model &model, size_t calls, const char *per) {
+void printProfile(const tfmrt::Model &model, size_t calls, const char *per, std::FILE *to) {
   double total = 0;
   std::map<std::string, double> byEntry;
   for (const auto &p : model.profile()) {
     total += p.millis;
     byEntry[p.entry] += p.millis;
   }
-  std::printf("kernel profile over %zu calls (ms per %s, share):\n", calls, per);
+  std::fprintf(to, "kernel profile over %zu calls (ms per %s, share):\n", calls, per);
   if (byEntry.size() > 1)  // e.g. translate: encode and decode_step
     for (const auto &[entry, millis] : byEntry)
-      std::printf("  entry %-38s %8.2f ms  %5.1f%%\n", entry.c_str(), millis / double(calls), 100.0 * millis / total);
+      std::fprintf(to, "  entry %-38s %8.2f ms  %5.1f%%\n", entry.c_str(), millis / double(calls), 100.0 * millis / total);
   for (const auto &p : model.profile()) {
     const std::string label = byEntry.size() > 1 ? p.entry + ": " + p.kernel : p.kernel;
-    std::printf("  %-*s %8.2f ms  %5.1f%%  (%lld invocations)\n", byEntry.size() > 1 ? 44 : 28, label.c_str(), p.millis / double(calls),
+    std::fprintf(to, "  %-*s %8.2f ms  %5.1f%%  (%lld invocations)\n", byEntry.size() > 1 ? 44 : 28, label.c_str(), p.millis / double(calls),
                 100.0 * p.millis / total, (long long)p.calls);
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ struct RunSettings {
 std::string loadAverage();
 std::string shapeString(const std::vector<int64_t> &shape);
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
-void printProfile(const tfmrt::Model &model, size_t calls, const char *per);
+void printProfile(const tfmrt::Model &model, size_t calls, const char *per, std::FILE *to = stdout);
 // --kernels=dnnl|reference; false after printing an error.
 bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBackend &backend);
 // One notice line on stderr when `model` was compiled with --precision=bf16 but runs it in f32

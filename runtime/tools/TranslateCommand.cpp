@@ -145,7 +145,7 @@ struct Job {
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
   int nBest = 1;
-  bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best > 1 or --word-scores)
+  bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best, also 1, or --word-scores)
   bool wordScores = false;  // a last field: per-token log-probabilities
   enum class Alignment { None, Hard, Soft } alignment = Alignment::None;  // --alignment: a last field
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
@@ -162,7 +162,7 @@ std::string wordScoreField(const std::vector<double> &scores) {
     std::snprintf(value, sizeof value, " %.4f", v);
     field += value;
   }
-  return field;
+  return field.size() > 4 ? field : " ||| ";  // an empty field keeps the separator's space
 }
 
 // " ||| " and the word alignment (--alignment) of an output of `outputPieces` pieces (its rows:
@@ -188,7 +188,7 @@ std::string alignmentField(const Job &job, const std::vector<std::vector<float>>
       field += value;
     }
   }
-  return field;
+  return field.size() > 4 ? field : " ||| ";  // an empty field keeps the separator's space (split on " ||| ")
 }
 
 std::string render(const Job &job, const std::vector<int32_t> &ids) {
@@ -371,10 +371,10 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   }
   if (job.nBestLines)  // one empty hypothesis, scored 0 (nothing was decoded)
     for (size_t k : empty)
-      lines[k] = std::to_string(first + k) + " |||  ||| 0.0000" + (job.wordScores ? " |||" : "") +
-                 (job.alignment != Job::Alignment::None ? " |||" : "");
+      lines[k] = std::to_string(first + k) + " |||  ||| 0.0000" + (job.wordScores ? " ||| " : "") +
+                 (job.alignment != Job::Alignment::None ? " ||| " : "");
   else if (job.alignment != Job::Alignment::None)
-    for (size_t k : empty) lines[k] = " |||";
+    for (size_t k : empty) lines[k] = " ||| ";
   return tfmrt::Status::OK();
 }
 
@@ -541,7 +541,7 @@ int translateCommand(const CommandLine &cl) {
       return 2;
     }
   }
-  job.nBestLines = job.nBest > 1 || job.wordScores;
+  job.nBestLines = cl.has("n-best") || job.wordScores;  // --n-best 1 too: the score is the point
   const int64_t threads = cl.getInt("threads", 0), workers = cl.getInt("workers", 1);
   job.maxSentences = cl.getInt("max-sentences", 0);
   for (const auto &[flag, bad, rule] : {std::tuple<const char *, bool, const char *>{"batch", job.batch < 1, ">= 1"},
@@ -713,14 +713,40 @@ int translateCommand(const CommandLine &cl) {
   }
   job.tok = tok.get();
 
+  // Work counts, times and the kernel profile (--profile): on the report's stream, never among
+  // translations on standard output.
+  auto printTranslateProfile = [&](std::FILE *to, double secs) {
+    tfmdata::Translator::Work w;
+    for (const auto &t : translators) w += t->work();
+    std::fprintf(to, "work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
+                     "re-projected, %lld encode calls\n",
+                     (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
+                     (long long)w.memoryPositions, (long long)w.encodeCalls);
+    if (workers == 1)
+      std::fprintf(to, "time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
+                       w.admitSeconds, w.stepSeconds, w.searchSeconds,
+                       secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
+    else
+      std::fprintf(to, "time summed over the %lld workers: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, "
+                       "search %.3f s\n",
+                       (long long)workers, w.admitSeconds, w.stepSeconds, w.searchSeconds);
+    for (size_t i = 0; i < members; ++i) {
+      if (members > 1) std::fprintf(to, "ensemble member %zu:\n", i + 1);
+      printProfile(*models[i], size_t(decodeSteps()), "decoder call", to);
+    }
+  };
+
   if (cl.get("input") == "-" && !cl.has("reference")) {
     std::FILE *out = stdout;
     if (cl.has("output") && !(out = std::fopen(cl.get("output").c_str(), "w"))) {
       std::cerr << commandName("translate") << ": error: cannot write " << cl.get("output") << "\n";
       return 1;
     }
+    const auto streamStart = std::chrono::steady_clock::now();
     const int rc = translateStream(job, out);
     job.notes.report();
+    if (options.profile && rc == 0)
+      printTranslateProfile(stderr, std::chrono::duration<double>(std::chrono::steady_clock::now() - streamStart).count());
     if (out != stdout && std::fclose(out) != 0) {
       std::cerr << commandName("translate") << ": error: cannot write " << cl.get("output") << "\n";
       return 1;
@@ -809,26 +835,7 @@ int translateCommand(const CommandLine &cl) {
                (workersNote + (cl.has("target-prefix") ? ", target prefixes" : "")).c_str(),
                secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)decodeSteps(), loadAverage().c_str());
-  if (options.profile) {
-    tfmdata::Translator::Work w;
-    for (const auto &t : translators) w += t->work();
-    std::printf("work: %lld source positions encoded, %lld decoder rows, %lld decoder positions, %lld memory positions "
-                "re-projected, %lld encode calls\n",
-                (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
-                (long long)w.memoryPositions, (long long)w.encodeCalls);
-    if (workers == 1)
-      std::printf("time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
-                  w.admitSeconds, w.stepSeconds, w.searchSeconds,
-                  secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
-    else
-      std::printf("time summed over the %lld workers: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, "
-                  "search %.3f s\n",
-                  (long long)workers, w.admitSeconds, w.stepSeconds, w.searchSeconds);
-    for (size_t i = 0; i < members; ++i) {
-      if (members > 1) std::printf("ensemble member %zu:\n", i + 1);
-      printProfile(*models[i], size_t(decodeSteps()), "decoder call");
-    }
-  }
+  if (options.profile) printTranslateProfile(cl.has("data") ? stdout : stderr, secs);
   if (!references.empty() && !scoring) {
     // As sacreBLEU 2.6.0 scores it with its defaults (equal on tests/golden/sacrebleu).
     std::FILE *to = cl.has("data") ? stdout : stderr;
