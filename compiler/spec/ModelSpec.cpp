@@ -38,15 +38,27 @@ namespace {
 // Small helpers
 //===----------------------------------------------------------------------===//
 
-// Quoted values are echoed in messages: a 1 MB value must not become a 1 MB message.
+// Values are echoed in messages: a 1 MB value must not become a 1 MB message. The first
+// kShownBytes bytes (never half a UTF-8 character) of a longer one are shown.
+constexpr size_t kShownBytes = 80;
+
+std::string shownPrefix(const std::string &s) {
+  size_t end = kShownBytes;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80)
+    --end;
+  return s.substr(0, end);
+}
+
+std::string cut(const std::string &s) {
+  if (s.size() <= kShownBytes)
+    return s;
+  return shownPrefix(s) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
 std::string quote(const std::string &s) {
-  constexpr size_t kShown = 80;
-  if (s.size() <= kShown)
+  if (s.size() <= kShownBytes)
     return "'" + s + "'";
-  size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
-    --cut; // not inside a UTF-8 character
-  return "'" + s.substr(0, cut) + "...' (" + std::to_string(s.size()) + " bytes)";
+  return "'" + shownPrefix(s) + "...' (" + std::to_string(s.size()) + " bytes)";
 }
 
 // Optimal-string-alignment distance (a transposition counts as one edit), case-insensitive.
@@ -381,7 +393,8 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       floatField("label_smoothing", t.label_smoothing, Range::Probability),
       floatField("adam_beta1", t.adam_beta1, Range::Probability),
       floatField("adam_beta2", t.adam_beta2, Range::Probability),
-      floatField("adam_eps", t.adam_eps, Range::Positive, 1e300), // as lr_scale
+      // Adam runs in f32: an eps past its range became inf (no update at all) or 0 (0/0).
+      floatField("adam_eps", t.adam_eps, Range::Positive, 1e30),
       intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
       // The runtime reads the schedule back from the artifact's metadata up to 1e300.
       floatField("lr_scale", t.lr_scale, Range::Positive, 1e300),
@@ -786,7 +799,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
     int64_t v = 0;
     NumberParse r = scalar ? parseInt(text, v) : NumberParse::NotANumber;
     if (r == NumberParse::OutOfRange) {
-      error(f.valueMark, quote(f.name) + " is too large, got " + text);
+      error(f.valueMark, quote(f.name) + " is too large, got " + cut(text));
       return;
     }
     if (r != NumberParse::Ok)
@@ -798,7 +811,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
     double v = 0;
     NumberParse r = scalar ? parseFloat(text, v) : NumberParse::NotANumber;
     if (r == NumberParse::OutOfRange) {
-      error(f.valueMark, quote(f.name) + " is too large, got " + text);
+      error(f.valueMark, quote(f.name) + " is too large, got " + cut(text));
       return;
     }
     if (r != NumberParse::Ok)
@@ -862,7 +875,7 @@ void SpecParser::checkRange(Field &f, const std::string &text) {
     requirement = limit.c_str();
   }
   if (requirement) {
-    error(f.valueMark, quote(f.name) + " " + requirement + ", got " + text);
+    error(f.valueMark, quote(f.name) + " " + requirement + ", got " + cut(text));
     return;
   }
   f.valid = true;
@@ -940,6 +953,11 @@ void SpecParser::crossChecks() {
       error(where("model", key), std::string(buf) + "'" + key + "' contributes the most");
     }
   }
+
+  if (ok("training", "adam_eps") && spec_.training.adam_eps < 1e-30)
+    error(where("training", "adam_eps"),
+          "'adam_eps' must be at least 1e-30 (Adam runs in f32, where a smaller value is 0), got " +
+              tfmdata::shortNumber(spec_.training.adam_eps));
 
   // The sinusoidal table (max_len x d_model floats) is a constant of the artifact and learned
   // positions are a parameter of that size: 2^28 floats (1 GiB) is far past any useful length.
@@ -1051,12 +1069,12 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
     diags.push_back(std::move(d));
     return false;
   };
-  // A spec is a small text file: /dev/zero or a FIFO would otherwise be read until memory or
-  // patience runs out.
+  // A spec is a small text file: /dev/zero would otherwise be read until memory ran out.
   constexpr long long kMaxSpecBytes = 1 << 20;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-    return refuse("cannot read spec file: not a regular file");
+  // Pipes (<(...), /dev/stdin from a pipe) are read, up to the size cap below.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISFIFO(st.st_mode))
+    return refuse("cannot read spec file: not a regular file or pipe");
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > kMaxSpecBytes)
     return refuse("cannot read spec file: " + std::to_string(st.st_size) +
                   " bytes, larger than a model spec can be (1 MiB)");

@@ -45,10 +45,11 @@ uint32_t tensorsCrc(std::vector<CrcItem> items) {
 }
 
 // What must match for a checkpoint's weights to mean the same in this model: parameter names and
-// shapes, and the model. and training. metadata the compiler recorded (architecture, label
-// smoothing, seed, ...). Shapes alone would accept e.g. relu weights into a gelu model. The
-// schedule, dropout and Adam settings are compared only when resuming (trainingSettingsChange).
-std::string modelFingerprint(const Artifact &a) {
+// shapes, and the model. metadata (architecture, vocabulary, special ids). Shapes alone would
+// accept e.g. relu weights into a gelu model. How the run trains (training., schedule., train.)
+// is compared only when resuming (trainingSettingsChange). Checkpoints written before that split
+// carry the `legacy` fingerprint, which also covered the training. keys: both are accepted.
+std::string modelFingerprint(const Artifact &a, bool legacy = false) {
   uint32_t crc = 0;
   auto add = [&](const std::string &text) {
     crc = crc32(reinterpret_cast<const uint8_t *>(text.data()), text.size() + 1, crc);  // with the NUL
@@ -58,14 +59,17 @@ std::string modelFingerprint(const Artifact &a) {
     crc = crc32(reinterpret_cast<const uint8_t *>(p.shape.data()), p.shape.size() * sizeof(int64_t), crc);
   }
   for (const auto &[key, value] : a.metadata)
-    if (key.rfind("model.", 0) == 0 || key.rfind("training.", 0) == 0) add(key + "=" + value);
+    if (key.rfind("model.", 0) == 0 || (legacy && key.rfind("training.", 0) == 0)) add(key + "=" + value);
   return std::to_string(crc);
 }
 
-// The settings a run trains with beyond the fingerprint (schedule, dropout, Adam), one
-// "key=value" per line. Not in the fingerprint: a translation artifact compiled with other
-// values must still load the weights. Resuming compares them (trainingSettingsChange).
-bool isTrainingSetting(const std::string &key) { return key.rfind("schedule.", 0) == 0 || key.rfind("train.", 0) == 0; }
+// How a run trains (training., schedule. and train. keys: label smoothing, seed, batch size,
+// schedule, dropout, Adam), one "key=value" per line; max_steps, which only says where a run
+// stops, is left out (a run is continued to a new length).
+bool isTrainingSetting(const std::string &key) {
+  return (key.rfind("training.", 0) == 0 && key != "training.max_steps") || key.rfind("schedule.", 0) == 0 ||
+         key.rfind("train.", 0) == 0;
+}
 
 std::string trainingSettings(const Artifact &a) {
   std::string out;
@@ -74,9 +78,12 @@ std::string trainingSettings(const Artifact &a) {
   return out;
 }
 
-// What differs between a checkpoint's recorded settings and this artifact's, as "key a -> b"
-// items; keys only one side records (older artifacts or checkpoints) cannot be compared.
-std::string trainingSettingsChange(const std::string &recorded, const Artifact &a) {
+}  // namespace
+
+std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &a) {
+  auto recordedIt = checkpointMeta.find("training_settings");
+  if (recordedIt == checkpointMeta.end()) return "";  // written before they were recorded
+  const std::string &recorded = recordedIt->second;
   std::string changes;
   size_t pos = 0;
   while (pos < recorded.size()) {
@@ -87,17 +94,21 @@ std::string trainingSettingsChange(const std::string &recorded, const Artifact &
     const size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
     const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
-    auto it = a.metadata.find(key);
+    auto it = a.metadata.find(key);  // keys only one side records (older files) cannot be compared
     if (it == a.metadata.end() || it->second == value) continue;
     changes += cat(changes.empty() ? "" : ", ", key.substr(key.find('.') + 1), " ", value, " -> ", it->second);
   }
   return changes;
 }
 
+namespace {
+
 // The checksum also covers the step and the fingerprint: an edited header is caught too.
-std::string checksum(uint32_t crc, const std::string &step, const std::string &fingerprint) {
+// (and the training settings; absent in older files, where they add nothing).
+std::string checksum(uint32_t crc, const std::string &step, const std::string &fingerprint, const std::string &settings) {
   crc = crc32(reinterpret_cast<const uint8_t *>(step.data()), step.size(), crc);
   crc = crc32(reinterpret_cast<const uint8_t *>(fingerprint.data()), fingerprint.size(), crc);
+  crc = crc32(reinterpret_cast<const uint8_t *>(settings.data()), settings.size(), crc);
   return std::to_string(crc);
 }
 
@@ -143,7 +154,8 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
     metadata["step"] = std::to_string(step);
     metadata["model_fingerprint"] = modelFingerprint(a);
     metadata["training_settings"] = trainingSettings(a);
-    metadata["crc32"] = checksum(tensorsCrc(refs), metadata["step"], metadata["model_fingerprint"]);
+    metadata["crc32"] =
+        checksum(tensorsCrc(refs), metadata["step"], metadata["model_fingerprint"], metadata["training_settings"]);
     std::vector<uint8_t> bytes;
     TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
     return writeFileBytes(path, "checkpoint", bytes.data(), bytes.size());
@@ -180,9 +192,11 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     std::vector<CrcItem> items;
     for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
     for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
-    if (field("crc32") != checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint")))
+    if (field("crc32") !=
+        checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint"), field("training_settings")))
       return refuse("checksum mismatch: the file is corrupt");
-    if (field("model_fingerprint") != modelFingerprint(impl_->artifact)) {
+    if (field("model_fingerprint") != modelFingerprint(artifact) &&
+        field("model_fingerprint") != modelFingerprint(artifact, /*legacy=*/true)) {
       // Name the first parameter that differs, where one does (the fingerprint is only a CRC).
       std::string which;
       for (const ParamInfo &p : artifact.params) {
@@ -193,7 +207,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
         if (!which.empty()) break;
       }
       return refuse(cat("was saved from a model '", field("tfmc_model"),
-                        "' with other parameters or hyper-parameters (the model: and training: settings of the spec)", which));
+                        "' with other parameters or hyper-parameters (the model: settings of the spec)", which));
     }
     char *end = nullptr;
     const std::string stepText = field("step");
@@ -214,17 +228,13 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     std::vector<const StateInfo *> expected;
     for (const StateInfo &st : artifact.states)
       if (isCheckpointedState(st)) expected.push_back(&st);
-    if (expected.empty()) {
+    // Weights only (no train_step here, or not wanted): the file's training state, if any, is
+    // covered by the checksum above and otherwise not needed (an averaged weights-only file loads).
+    if (expected.empty() || !withTrainingState) {
+      expected.clear();
       state.clear();
       stateKinds.clear();
     }
-    // Resuming continues the run: with another schedule, dropout or Adam it would not be the
-    // same run (a weights-only load, e.g. train --weights ck, starts a new one).
-    if (withTrainingState && !expected.empty() && metadata.count("training_settings"))
-      if (std::string change = trainingSettingsChange(metadata.at("training_settings"), artifact); !change.empty())
-        return refuse(cat("was trained with other training settings than this model has (", change,
-                          "); resuming continues the same run, so they must match: recompile the spec with the "
-                          "checkpoint's values, or start a new run from its weights (--weights instead of --resume)"));
     if (expected.size() != stateKinds.size())
       return refuse(cat("holds ", stateKinds.size(), " optimizer state tensors, this model has ", expected.size()));
     for (const StateInfo *st : expected) {

@@ -119,7 +119,8 @@ Status Model::setWeights(std::map<std::string, Tensor> &&given, bool keepTrainin
   }
 }
 
-Status Model::loadWeights(const std::string &path) {
+Status Model::loadWeights(const std::string &path, std::map<std::string, std::string> *checkpointMeta) {
+  if (checkpointMeta) checkpointMeta->clear();
   TensorMap tensors;
   MetadataMap metadata;
   TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
@@ -128,7 +129,7 @@ Status Model::loadWeights(const std::string &path) {
   if (auto format = metadata.find("format"); format != metadata.end() && format->second == kCheckpointFormat) {
     tensors.clear();
     int64_t step = 0;
-    return loadCheckpoint(path, step, nullptr, /*withTrainingState=*/false);
+    return loadCheckpoint(path, step, checkpointMeta, /*withTrainingState=*/false);
   }
   // Files tfmc wrote carry a checksum (others, such as PyTorch's, do not): a flipped bit in the
   // data was taken silently.

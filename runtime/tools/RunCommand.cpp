@@ -118,7 +118,7 @@ void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model
 // The forward entry's inputs, in order (--inputs names them).
 constexpr const char *kInputNames[] = {"src", "tgt_in", "tgt_out"};
 
-int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
+int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs) {
   tfmrt::RuntimeOptions options;
   if (!parseKernels(cmd, rs.kernels, options.backend)) return 2;
@@ -142,7 +142,7 @@ int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::uniq
   const tfmrt::Artifact &a = model->artifact();
 
   if (!rs.weights.empty()) {
-    if (auto s = model->loadWeights(rs.weights); !s.ok()) return fail(cmd, s);
+    if (auto s = model->loadWeights(rs.weights, &rs.weightsMeta); !s.ok()) return fail(cmd, s);
   } else if (auto s = model->initWeights(rs.seed); !s.ok()) {
     return fail(cmd, s);
   }
@@ -234,7 +234,7 @@ tfmdata::SearchOptions searchOptions(const tfmrt::ModelInfo &info) {
   return search;
 }
 
-int runForward(const char *cmd, const RunSettings &rs) {
+int runForward(const char *cmd, RunSettings rs) {
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun(cmd, rs, /*saveLater=*/false, model, inputs)) return code;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ struct RunSettings {
   uint64_t seed = 1;
   int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
   bool profile = false;
+  // Set by prepareRun: the metadata of a checkpoint given as --weights (its tokenizer record).
+  std::map<std::string, std::string> weightsMeta;
 };
 
 std::string loadAverage();
@@ -39,11 +42,11 @@ int fail(const char *cmd, const tfmrt::Status &status);
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs, std::vector<std::string> known);
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and
 // builds the inputs (--inputs or a sample batch). Returns 0 on success, else the exit code.
-int prepareRun(const char *cmd, const RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
+int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr<tfmrt::Model> &model,
                std::vector<tfmrt::Tensor> &inputs);
 // The search settings the artifact records (decoding defaults, special ids, max_len).
 tfmdata::SearchOptions searchOptions(const tfmrt::ModelInfo &info);
 // Runs the forward (or gradients) entry rs.iters times and prints loss and tokens/s (run, demo).
-int runForward(const char *cmd, const RunSettings &rs);
+int runForward(const char *cmd, RunSettings rs);
 
 }  // namespace tfmc

@@ -499,6 +499,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     int64_t last = 0;
     CheckpointMeta resumed;
     if (auto s = model->loadCheckpoint(resume, last, &resumed); !s.ok()) return fail("train", s);
+    if (std::string change = tfmrt::trainingSettingsChange(resumed, model->artifact()); !change.empty()) {
+      std::cerr << "tfmc train: error: checkpoint '" << resume << "' was trained with other training settings than "
+                << rs.artifactPath << " has (" << change
+                << "); resuming continues the same run, so they must match: recompile the spec with the checkpoint's "
+                   "values, or start a new run from its weights (--weights instead of --resume)\n";
+      return 2;
+    }
     // A run continues on the data it started on: a corpus checkpoint resumed on the sample batch
     // (or the reverse) was taken silently. Checkpoints before "training_data" was recorded tell
     // corpus runs by their tokenizer.
@@ -559,6 +566,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     }
   }
   CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}, {kTrainingDataKey, corpus ? "corpus" : "batch"}};
+  // Weights from a checkpoint (--weights ck) of a corpus run: the same tokenizer, as for --resume.
+  if (corpus && !rs.weightsMeta.empty())
+    if (int code = checkTokenizer("train", rs.weightsMeta, rs.weights, *data.tok, data.tokPath)) return code;
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
   checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
   checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);

@@ -327,8 +327,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
     reported = done;
   };
   // Unscored references: 'nan' and the fields a scored line has, empty.
-  lines.assign(sources.size(), targets ? std::string("nan") + (job.wordScores ? " |||" : "") +
-                                             (job.alignment != Job::Alignment::None ? " |||" : "")
+  lines.assign(sources.size(), targets ? std::string("nan") + (job.wordScores ? " ||| " : "") +
+                                             (job.alignment != Job::Alignment::None ? " ||| " : "")
                                        : "");
   // Errors name a reference or prefix by its line (sentence id + 1).
   TFMRT_RETURN_IF_ERROR(onWorkers(job, in, forced, sentenceIds, out, report,
@@ -635,7 +635,7 @@ int translateCommand(const CommandLine &cl) {
     std::cerr << commandName("translate") << ": error: --score-reference scores references: give --data, or --input with --reference\n";
     return 2;
   }
-  if (scoring && (search.sample || job.nBest > 1)) {
+  if (scoring && (search.sample || cl.has("n-best"))) {
     std::cerr << commandName("translate") << ": error: --score-reference scores the one reference of each sentence: it takes no "
                  "--sample or --n-best\n";
     return 2;
@@ -689,7 +689,9 @@ int translateCommand(const CommandLine &cl) {
   if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
   for (size_t i = 0; i < members; ++i) {
     if (!fromCheckpoints) {
-      if (auto s = models[i]->loadWeights(weightFiles[i]); !s.ok()) return fail("translate", s);
+      CheckpointMeta meta;  // a checkpoint given as --weights records its tokenizer too
+      if (auto s = models[i]->loadWeights(weightFiles[i], &meta); !s.ok()) return fail("translate", s);
+      if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
       continue;
     }
     int64_t step = 0;

@@ -87,6 +87,12 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
                           const std::vector<std::vector<int64_t>> &inputShapes,
                           MemoryPlanSummary &summary);
 
+// What a checkpoint's recorded training settings (its metadata from Model::loadCheckpoint) and
+// `artifact`'s differ in, as "key old -> new" items (label smoothing, seed, batch tokens, schedule,
+// dropout, Adam; not max_steps); empty when they agree or the checkpoint records none (older
+// files). A resumed run with other settings would not continue the same run.
+std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &artifact);
+
 class Session;
 
 class Model {
@@ -116,7 +122,9 @@ public:
   Status setWeights(const std::map<std::string, Tensor> &weights, bool keepTrainingState = false);
   // The same, taking the tensors over instead of copying them (the map is left holding empty ones).
   Status setWeights(std::map<std::string, Tensor> &&weights, bool keepTrainingState = false);
-  Status loadWeights(const std::string &safetensorsPath);
+  // A tfmc training checkpoint is accepted too (its weights; checked as loadCheckpoint checks it);
+  // `checkpointMeta`, if given, receives its metadata (empty for a plain weights file).
+  Status loadWeights(const std::string &safetensorsPath, std::map<std::string, std::string> *checkpointMeta = nullptr);
   Status saveWeights(const std::string &safetensorsPath) const;
 
   // Training checkpoints: weights + training state (the Adam moments: the static session states of
