@@ -961,15 +961,16 @@ void SpecParser::crossChecks() {
 
   // The sinusoidal table (max_len x d_model floats) is a constant of the artifact and learned
   // positions are a parameter of that size: 2^28 floats (1 GiB) is far past any useful length.
-  if (ok("model", "max_len") && ok("model", "d_model") &&
-      double(spec_.model.max_len) * double(spec_.model.d_model) > double(int64_t(1) << 28)) {
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "the position table would have max_len x d_model = %.3g values (%.1f GiB of f32), past the limit of 2^28; "
-                  "lower 'max_len'",
-                  double(spec_.model.max_len) * double(spec_.model.d_model),
-                  double(spec_.model.max_len) * double(spec_.model.d_model) * 4 / double(1 << 30));
-    error(where("model", "max_len"), buf);
+  if (ok("model", "max_len") && ok("model", "d_model")) {
+    const double table = double(spec_.model.max_len) * double(spec_.model.d_model);
+    if (table > double(int64_t(1) << 28)) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "the position table would have max_len x d_model = %.3g values (%.1f GiB of f32), past the limit "
+                    "of 2^28; lower 'max_len'",
+                    table, table * 4 / double(1 << 30));
+      error(where("model", "max_len"), buf);
+    }
   }
 
   // One shared embedding table needs one vocabulary. (tie_output_projection only involves the
@@ -1051,15 +1052,6 @@ bool parseModelSpecText(const std::string &text, const std::string &path, ModelS
 
 bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
                         std::vector<SpecDiagnostic> &diags) {
-  auto cannotRead = [&](int err) {
-    spec = ModelSpec();
-    spec.path = path;
-    SpecDiagnostic d;
-    d.file = path;
-    d.message = std::string("cannot read spec file: ") + std::strerror(err);
-    diags.push_back(std::move(d));
-    return false;
-  };
   auto refuse = [&](const std::string &why) {
     spec = ModelSpec();
     spec.path = path;
@@ -1069,19 +1061,21 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
     diags.push_back(std::move(d));
     return false;
   };
-  // A spec is a small text file: /dev/zero would otherwise be read until memory ran out.
+  auto cannotRead = [&](const std::string &why) { return refuse("cannot read spec file: " + why); };
+  // A spec is a small text file: /dev/zero would otherwise be read until memory ran out. Pipes
+  // (<(...), /dev/stdin from a pipe) are read, up to the same cap.
   constexpr long long kMaxSpecBytes = 1 << 20;
   struct stat st;
-  // Pipes (<(...), /dev/stdin from a pipe) are read, up to the size cap below.
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISFIFO(st.st_mode))
-    return refuse("cannot read spec file: not a regular file or pipe");
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > kMaxSpecBytes)
-    return refuse("cannot read spec file: " + std::to_string(st.st_size) +
-                  " bytes, larger than a model spec can be (1 MiB)");
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISFIFO(st.st_mode))
+      return cannotRead("not a regular file or pipe");
+    if (S_ISREG(st.st_mode) && st.st_size > kMaxSpecBytes)
+      return cannotRead(std::to_string(st.st_size) + " bytes, larger than a model spec can be (1 MiB)");
+  }
   errno = 0;
   std::FILE *file = std::fopen(path.c_str(), "rb");
   if (!file)
-    return cannotRead(errno ? errno : ENOENT);
+    return cannotRead(std::strerror(errno ? errno : ENOENT));
   std::string text;
   char buffer[4096];
   size_t n;
@@ -1090,9 +1084,9 @@ bool parseModelSpecFile(const std::string &path, ModelSpec &spec,
   int err = std::ferror(file) ? (errno ? errno : EIO) : 0; // e.g. EISDIR for a directory
   std::fclose(file);
   if (err)
-    return cannotRead(err);
+    return cannotRead(std::strerror(err));
   if (text.size() > size_t(kMaxSpecBytes))
-    return refuse("cannot read spec file: larger than a model spec can be (1 MiB)");
+    return cannotRead("larger than a model spec can be (1 MiB)");
   if (text.compare(0, 4, "TFMX") == 0)
     return refuse("this is a compiled artifact (.tfmx), not a model spec (.yaml)");
   return parseModelSpecText(text, path, spec, diags);

@@ -176,16 +176,17 @@ int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr
     }
     makeSampleBatch(info, batch, srcLen, tgtLen, rs.seed, inputs);
   }
+  const std::string source = rs.inputs.empty() ? "input" : rs.inputs;  // what the errors below name
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape.size() != 2 || inputs[i].dtype != tfmrt::DType::I32) {
-      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+      std::cerr << commandName(cmd) << ": error: " << source << ": '"
                 << (i < 3 ? kInputNames[i] : "input") << "' must be token ids, I32 [batch, length] (2-D), got "
                 << inputs[i].describe() << "\n";
       return 1;
     }
     // An empty batch "ran" (a loss of 0, steps at 0 tokens): nothing was computed.
     if (inputs[i].shape[0] == 0 || inputs[i].shape[1] == 0) {
-      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+      std::cerr << commandName(cmd) << ": error: " << source << ": '"
                 << (i < 3 ? kInputNames[i] : "input") << "' is empty (" << inputs[i].describe()
                 << "): a batch needs at least one sentence of at least one token\n";
       return 1;
@@ -195,13 +196,13 @@ int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr
   if (inputs.size() >= 3) {
     for (size_t i : {1, 2})
       if (inputs[i].shape[0] != inputs[0].shape[0]) {
-        std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": '"
+        std::cerr << commandName(cmd) << ": error: " << source << ": '"
                   << kInputNames[i] << "' has " << inputs[i].shape[0] << " sentences, 'src' has " << inputs[0].shape[0]
                   << " (one batch: the first dimension must agree)\n";
         return 1;
       }
     if (inputs[2].shape[1] != inputs[1].shape[1]) {
-      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs) << ": 'tgt_out' is "
+      std::cerr << commandName(cmd) << ": error: " << source << ": 'tgt_out' is "
                 << inputs[2].shape[1] << " tokens long, 'tgt_in' " << inputs[1].shape[1]
                 << " (tgt_out is tgt_in shifted by one: the lengths must agree)\n";
       return 1;
@@ -212,7 +213,7 @@ int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr
     const tfmrt::Tensor &tgtOut = inputs[2];
     const int32_t *ids = tgtOut.data<int32_t>();
     if (std::all_of(ids, ids + tgtOut.numel(), [&](int32_t id) { return id == int32_t(info.padId); })) {
-      std::cerr << commandName(cmd) << ": error: " << (rs.inputs.empty() ? "input" : rs.inputs)
+      std::cerr << commandName(cmd) << ": error: " << source
                 << ": 'tgt_out' holds only padding (pad_id " << info.padId
                 << "): no target token to score, the loss would be 0\n";
       return 1;
