@@ -62,14 +62,25 @@ tfmrt::Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
 
 // Loads the artifact on 2 threads with the panel GEMM on or off, sets the weights and runs once
 // (the first call packs the weights); null after reporting the error to the benchmark.
+// `noAmx`: the kernels are prepared under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, so the bf16 panels
+// run on the AVX512-BF16 body on an AMX CPU (restored after; oneDNN itself reads the variable
+// once, at its first primitive, which an earlier row has made).
 std::unique_ptr<tfmrt::Model> loadAndWarm(benchmark::State &state, const tfmrt::Artifact &artifact,
                                           const std::map<std::string, tfmrt::Tensor> &weights, bool panel,
-                                          const std::vector<tfmrt::Tensor> &in, std::vector<tfmrt::Tensor> &out) {
+                                          const std::vector<tfmrt::Tensor> &in, std::vector<tfmrt::Tensor> &out,
+                                          bool noAmx = false) {
   tfmrt::RuntimeOptions options;
   options.num_threads = 2;
   options.few_rows_gemm = panel;
   std::unique_ptr<tfmrt::Model> model;
+  const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const std::string savedCap = cap ? cap : "";
+  if (noAmx) setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
   tfmrt::Status st = tfmrt::Model::fromArtifact(artifact, options, model);
+  if (noAmx) {
+    if (cap) setenv("ONEDNN_MAX_CPU_ISA", savedCap.c_str(), 1);
+    else unsetenv("ONEDNN_MAX_CPU_ISA");
+  }
   if (st.ok()) st = model->setWeights(weights);
   if (st.ok()) st = model->run("forward", in, out);
   if (st.ok()) return model;
@@ -125,9 +136,9 @@ struct LinearGraph {
     return f.op("tfm.linear", in, {-1, n}, a);
   }
   // Runs the graph ending in `y` on m x d random rows and reports `flops` per call as GFLOP/s.
-  void time(benchmark::State &state, uint32_t y, bool panel, int64_t m, int64_t d, double flops) {
+  void time(benchmark::State &state, uint32_t y, bool panel, int64_t m, int64_t d, double flops, bool noAmx = false) {
     std::vector<tfmrt::Tensor> in{randomTensor({m, d}, 3)}, out;
-    auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out);
+    auto model = loadAndWarm(state, f.finish(y), weights, panel, in, out, noAmx);
     if (!model) return;
     for (auto _ : state)
       if (!model->run("forward", in, out).ok()) state.SkipWithError("run failed");
@@ -138,7 +149,7 @@ struct LinearGraph {
   std::map<std::string, AttrValue> packed, relu;
 };
 
-void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
+void runDecoderStep(benchmark::State &state, bool panel, const char *layout, bool noAmx = false) {
   const int64_t m = state.range(0), d = 256, ff = 1024, vocab = 8000;
   bench::Builder f("decoder_step", "gemm_bench");
   LinearGraph g(f, layout);
@@ -156,7 +167,7 @@ void runDecoderStep(benchmark::State &state, bool panel, const char *layout) {
   auto tb = packed;
   tb["transpose_b"] = AttrValue::ofInt(1);
   const uint32_t y = f.op("tfm.matmul", {h, g.param("embedding", {vocab, d})}, {-1, vocab}, tb);
-  g.time(state, y, panel, m, d, 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab));
+  g.time(state, y, panel, m, d, 2.0 * double(m) * (3.0 * (3 * d * d + 3 * d * d + 2 * d * ff) + double(d) * vocab), noAmx);
 }
 
 void runEncoderBlock(benchmark::State &state) {
@@ -253,17 +264,21 @@ void runWeightGrad(benchmark::State &state, int64_t n, int64_t k, bool fast) {
 }
 
 const int kRegistered = [] {
-  // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM.
+  // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM
+  // (on AMX CPUs its AMX body; panel_bf16_no_amx: its AVX512-BF16 body there).
   // onednn_bf16: oneDNN's run-time-M bf16 gemm for every M (few_rows_gemm = false).
   // int8: weight_layout packed_int8 (tfmc compile --precision=int8), the VNNI int8 kernel (the f32
   // GEMM on CPUs without AVX512-VNNI).
   const char *stepNames[] = {"decoder_step/panel", "decoder_step/onednn", "decoder_step/panel_bf16", "decoder_step/onednn_bf16",
-                             "decoder_step/int8"};
-  for (int variant = 0; variant < 5; ++variant)
+                             "decoder_step/int8", "decoder_step/panel_bf16_no_amx"};
+  for (int variant = 0; variant < 6; ++variant)
     benchmark::RegisterBenchmark(stepNames[variant],
                                  [variant](benchmark::State &st) {
-                                   runDecoderStep(st, variant % 2 == 0,
-                                                  variant == 4 ? "packed_int8" : variant >= 2 ? "packed_bf16" : "packed");
+                                   runDecoderStep(st, variant % 2 == 0 || variant == 5,
+                                                  variant == 4   ? "packed_int8"
+                                                  : variant >= 2 ? "packed_bf16"
+                                                                 : "packed",
+                                                  variant == 5);
                                  })
         ->ArgName("M")
         ->Arg(1)

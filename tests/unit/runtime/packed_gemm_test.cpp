@@ -142,6 +142,48 @@ TEST_P(PackedGemm, Bf16WithinTheRoundingBound) {
     }
 }
 
+// The AMX body on the same panels and pairs: within the f32 summation error of the plain body
+// (both multiply the same bf16 values exactly; the tiles sum in their own order), the same bits
+// for any split of the panels, and every row of 32-row blocks and tails (1-31 rows, each under
+// its own tile configuration) written, nothing past the m x n result.
+TEST(PackedGemmAmx, MatchesThePlainBodyOnEveryBlockAndTail) {
+  if (!gemm::cpuHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux refused the tile state)";
+  for (const GemmCase c : {GemmCase{1, 32, 1}, GemmCase{15, 64, 17}, GemmCase{16, 32, 64}, GemmCase{17, 256, 65},
+                           GemmCase{31, 96, 100}, GemmCase{32, 256, 256}, GemmCase{33, 1024, 64},
+                           GemmCase{48, 64, 130}, GemmCase{115, 256, 1000}, GemmCase{128, 512, 96}}) {
+    const auto [m, k, n] = c;
+    SCOPED_TRACE(::testing::Message() << "M " << m << " K " << k << " N " << n);
+    ASSERT_TRUE(gemm::amxFits(k));
+    const std::vector<float> x = randomVec(size_t(m * k), 21), w = randomVec(size_t(n * k), 22),
+                             bias = randomVec(size_t(n), 23), residual = randomVec(size_t(m * n), 24);
+    std::vector<uint16_t> packed(size_t(gemm::packedBf16Elements(k, n)) + 32);
+    uint16_t *aligned = reinterpret_cast<uint16_t *>((reinterpret_cast<uintptr_t>(packed.data()) + 63) / 64 * 64);
+    gemm::packPanelsBf16(w.data(), k, n, true, aligned);
+    std::vector<uint32_t> pairs(size_t(m * gemm::pairCount(k)));
+    gemm::toBf16PairsReference(x.data(), m, k, pairs.data());
+    for (int epi = 0; epi < 3; ++epi) {
+      gemm::Epilogue e;
+      e.bias = epi >= 1 ? bias.data() : nullptr;
+      e.relu = epi >= 1;
+      e.residual = epi == 2 ? residual.data() : nullptr;
+      const int64_t panels = gemm::panelCount(n);
+      // One guard row past the result: nothing may be written there.
+      std::vector<float> amx(size_t((m + 1) * n), NAN), split(size_t(m * n), NAN), ref(size_t(m * n));
+      gemm::gemmPanelsBf16Amx(pairs.data(), m, k, aligned, n, 0, panels, e, amx.data());
+      for (int part = 0; part < 3; ++part)
+        gemm::gemmPanelsBf16Amx(pairs.data(), m, k, aligned, n, panels * part / 3, panels * (part + 1) / 3, e, split.data());
+      gemm::gemmPanelsBf16Reference(pairs.data(), m, k, aligned, n, 0, panels, e, ref.data());
+      for (int64_t j = 0; j < n; ++j) ASSERT_TRUE(std::isnan(amx[size_t(m * n + j)])) << "written past the result";
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t at = size_t(i * n + j);
+          ASSERT_NEAR(amx[at], ref[at], 1e-6 * double(k) + 1e-6) << "epilogue " << epi << " at " << i << ", " << j;
+          ASSERT_EQ(split[at], amx[at]) << "panel split at " << i << ", " << j;
+        }
+    }
+  }
+}
+
 TEST(PackedGemmBf16, RoundsToNearestEven) {
   EXPECT_EQ(gemm::floatToBf16(1.0f), 0x3F80);
   EXPECT_EQ(gemm::floatToBf16(std::ldexp(1.0f, -8) + 1.0f), 0x3F80);            // halfway: to even (down)

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 namespace tfmrt::gemm {
 
 void packPanels(const float *w, int64_t k, int64_t n, bool transposed, float *packed, int64_t width) {
@@ -114,6 +117,23 @@ bool cpuHasAvx512Bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+}
+
+bool cpuHasAmxBf16() {
+  if (const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
+    std::string isa(cap);
+    for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
+    if (isa != "ALL" && isa != "AVX512_CORE_AMX") return false;
+  }
+  // Linux hands out the tile state (8 KB per thread's context) only on request, once per process;
+  // without it the first tile instruction would kill the process with SIGILL.
+  static const bool granted = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted && cpuHasAvx512Bf16();
 }
 
 void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,

@@ -64,6 +64,16 @@ void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs
 void toBf16(const float *x, int64_t count, uint16_t *out);
 void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                               int64_t p0, int64_t p1, const Epilogue &e, float *y);
+// AMX (Intel Sapphire Rapids and later): the same panels and pairs through tile instructions.
+// cpuHasAmxBf16() is true when the CPU has AMX-BF16, ONEDNN_MAX_CPU_ISA (if set) allows
+// AVX512_CORE_AMX, and Linux granted this process the tile state (asked once, on the first call).
+// The body needs pairCount(k) % 16 == 0 (amxFits: k a multiple of 32, as every model dimension
+// is); other products stay on the AVX512-BF16 body. Its sums run in the tiles' order, so its
+// results differ from that body's in the last bits.
+bool cpuHasAmxBf16();
+inline bool amxFits(int64_t k) { return k > 0 && pairCount(k) % 16 == 0; }
+void gemmPanelsBf16Amx(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n, int64_t p0,
+                       int64_t p1, const Epilogue &e, float *y);
 void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                              int64_t p0, int64_t p1, const Epilogue &e, float *y);
 

@@ -25,8 +25,11 @@
 // few rows (training at its usual batch sizes) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
 // product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
 //
-// packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM;
-// more rows run a second oneDNN primitive with bf16 src and weights, f32 bias and dst (run-time M:
+// packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM
+// (its AMX body on CPUs with AMX-BF16 and K a multiple of 32, up to kFewRowsMaxAvx512 rows: on a
+// Xeon with AMX, vdpbf16ps runs at half the f32 FMA rate and oneDNN 2.6's run-time-M bf16 gemm
+// does not use the tiles; gemm_bench there, decoder step at 128 rows: AMX 412, vdpbf16ps 101,
+// f32 panels 193, oneDNN bf16 297 GFLOP/s); more rows run a second oneDNN primitive with bf16 src and weights, f32 bias and dst (run-time M:
 // gemm:jit's bf16 kernel, ~2x the f32 rate here) on the Model's shared bf16 copy of the weight
 // (gemm::Bf16WeightCopies: converted once per weights version for all sites, read through the
 // same strides as the f32 weight; gemm:jit's bf16 kernel runs as fast on `ba` as on `ab`, unlike
@@ -127,6 +130,8 @@ public:
       avx512Panels_ = attention::cpuHasAvx512();
       fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && (avx512Panels_ || attention::cpuHasAvx2Fma());
       fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
+      amx_ = fewRowsBf16_ && gemm::amxFits(k) && gemm::cpuHasAmxBf16();
+      fewRowsMaxBf16_ = amx_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
       fewRowsMax_ = avx512Panels_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
       panelsFirst_ = (fewRows_ || fewRowsBf16_) && info.inferenceEntry && k > 0 && n > 0;
       weightK_ = k;
@@ -193,7 +198,7 @@ private:
       emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
       return Status::OK();
     }
-    if (fewRowsBf16_ && m <= kFewRowsMax) {
+    if (fewRowsBf16_ && m <= fewRowsMaxBf16_) {
       runFewRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(),
                      m, k, n, a.weightsVersion);
       return Status::OK();
@@ -334,8 +339,11 @@ private:
     e.relu = act_ == Activation::Relu;
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
     const uint32_t *pairs = pairsOfThread.data();
-    forPanelRanges(m, k, n,
-                   [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
+    if (amx_)
+      forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Amx(pairs, m, k, packed, n, p0, p1, e, y); });
+    else
+      forPanelRanges(m, k, n,
+                     [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
   }
 
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
@@ -350,6 +358,8 @@ private:
   }
 
   const bool linear_, packed_, bf16_;
+  bool amx_ = false;  // the bf16 panels run on the AMX body (gemm::cpuHasAmxBf16, amxFits)
+  int64_t fewRowsMaxBf16_ = kFewRowsMax;
   bool logSoftmax_ = false;  // tfm.matmul {log_softmax}
   CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false;
