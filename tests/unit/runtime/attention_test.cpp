@@ -484,8 +484,9 @@ TEST(FusedAttentionModel, WorkspaceIsPlannedScratch) {
   EXPECT_EQ(ref->lastMemoryPlan("forward").scratch_bytes, 0);
 }
 
-// precision "bf16" through Model: the bf16 kernel where the CPU has AVX512-BF16, and with oneDNN's
-// ISA capped below it (the same switch as the bf16 GEMMs) the f32 kernel's bits and the notice flag.
+// precision "bf16" through Model: the bf16 kernel where the CPU has AVX512-BF16 (and no AMX, or
+// AMX capped off), the f32 kernel's bits on AMX CPUs, and with oneDNN's ISA capped below
+// AVX512-BF16 (the same switch as the bf16 GEMMs) the f32 kernel's bits and the notice flag.
 TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   const int64_t H = 2, D = 32, HD = H * D;
   Artifact f32 = fusedArtifact(H, D, 1.0 / std::sqrt(double(D)), true);
@@ -507,12 +508,22 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   bool asF32 = false;
   const Tensor a = run(f32, kernel, asF32);
   EXPECT_FALSE(asF32);
+  // On an AMX CPU the bf16 site runs the f32 kernel (faster there) unless the ISA cap excludes AMX.
+  const bool amx = gemm::cpuHasAmxBf16();
+  if (amx) ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
   const Tensor b = run(bf16, kernel, asF32);
+  if (amx) ::unsetenv("ONEDNN_MAX_CPU_ISA");
   if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) {
     EXPECT_EQ(kernel, "fast.fused_attention_avx512_bf16");
     EXPECT_FALSE(asF32);
     EXPECT_NE(0, std::memcmp(a.rawData(), b.rawData(), a.nbytes()));
     EXPECT_TRUE(allClose(b, a, 0.02, 0));
+  }
+  if (amx) {
+    const Tensor onAmx = run(bf16, kernel, asF32);
+    EXPECT_EQ(kernel, "fast.fused_attention_avx512");
+    EXPECT_FALSE(asF32);  // the GEMMs still run in bf16
+    EXPECT_EQ(0, std::memcmp(a.rawData(), onAmx.rawData(), a.nbytes())) << "not the f32 kernel's bits";
   }
   ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
   const Tensor capped = run(bf16, kernel, asF32);

@@ -3,8 +3,8 @@
 // (precision "bf16") or "fast.fused_attention_portable".
 //
 // Which flash kernel a node gets is decided once, in prepare(): AVX-512 when the CPU has
-// avx512f/vl/dq + fma (its bf16 variant for precision "bf16" when the CPU also has AVX512-BF16),
-// else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512|avx512_bf16
+// avx512f/vl/dq + fma (its bf16 variant for precision "bf16" when the CPU also has AVX512-BF16
+// and no AMX), else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512|avx512_bf16
 // overrides it (benchmarks, tests; asking for an ISA the CPU lacks is a load error).
 #include <cstdlib>
 #include <cstring>
@@ -78,8 +78,12 @@ public:
     params_ = paramsFor(*info.node);
     const bool avx512 = attention::cpuHasAvx512();
     // precision "bf16" (tfm-lower-precision): bf16 dot products where the CPU has AVX512-BF16 (and
-    // oneDNN's ISA cap allows it, as for the GEMMs); f32 otherwise.
-    const bool bf16 = attrString(*info.node, "precision") == "bf16" && avx512 && gemm::cpuHasAvx512Bf16();
+    // oneDNN's ISA cap allows it, as for the GEMMs); f32 otherwise. Also f32 on CPUs with AMX
+    // (Intel Xeon since Sapphire Rapids): vdpbf16ps runs at half the f32 FMA rate there, and the
+    // bf16 kernel was the slower one (attention_bench, 5 alternating rounds on a Xeon with AMX:
+    // B = 1, S = 1024 18.1-28.7 vs 11.6-14.5 ms; B = 32, S = 256 38.9-49.6 vs 26.2-34.1 ms).
+    const bool bf16 = attrString(*info.node, "precision") == "bf16" && avx512 && gemm::cpuHasAvx512Bf16() &&
+                      !gemm::cpuHasAmxBf16();
     impl_ = bf16 ? attention::Impl::Avx512Bf16 : avx512 ? attention::Impl::Avx512 : attention::Impl::Portable;
     if (const char *env = std::getenv("TFMRT_ATTENTION_IMPL"); env && *env && std::strcmp(env, "auto") != 0) {
       if (std::strcmp(env, "portable") == 0) {
