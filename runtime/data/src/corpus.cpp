@@ -3,61 +3,141 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
 
 namespace tfmdata {
 
-tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
-  // zlib reads a file that is not gzip as plain text: a .gz that is not gzip (references
-  // overwritten by plain text) was read as if nothing were wrong.
-  const bool named = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-  if (named && gzdirect(f)) {
-    gzclose(f);
-    return tfmrt::invalidArgument("'" + path + "' is named .gz but is not gzip-compressed (empty, or plain text?)");
-  }
-  lines.clear();
-  // Split on '\n' by hand: gzgets hands back C strings, so a NUL byte cut its line short and the
-  // rest of it ran into the next line, which shifted every later line (a translation out of
-  // step with its references, a training pair out of step with its other side).
-  std::string line;
-  auto finishLine = [&] {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
-    line.clear();
-  };
-  char buf[1 << 16];
-  int n;
-  bool first = true;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) {
-    // Text compressed twice decompresses to gzip again: it was read as lines of binary.
-    if (first && !gzdirect(f) && n >= 2 && uint8_t(buf[0]) == 0x1f && uint8_t(buf[1]) == 0x8b) {
-      gzclose(f);
-      return tfmrt::invalidArgument("'" + path + "' is compressed twice (it decompresses to gzip data, not text)");
-    }
-    first = false;
-    const char *p = buf, *end = buf + n;
+namespace {
+
+// Splits decompressed bytes into lines on '\n' by hand: gzgets handed back C strings, so a NUL byte
+// cut its line short and the rest of it ran into the next line, which shifted every later line (a
+// translation out of step with its references, a training pair out of step with its other side).
+class LineSplitter {
+public:
+  explicit LineSplitter(std::vector<std::string> &lines) : lines_(lines) { lines_.clear(); }
+  void add(const char *p, size_t n) {
+    const char *end = p + n;
     while (const char *nl = static_cast<const char *>(std::memchr(p, '\n', size_t(end - p)))) {
-      line.append(p, size_t(nl - p));
-      finishLine();
+      line_.append(p, size_t(nl - p));
+      finish();
       p = nl + 1;
     }
-    line.append(p, size_t(end - p));
+    line_.append(p, size_t(end - p));
   }
-  const int readErrno = errno;
-  int err = 0;
-  const char *msg = gzerror(f, &err);
-  // gzerror's text lives in the gzFile: copy it before gzclose frees it (the message was garbage),
-  // without the "<path>: " zlib puts in front.
-  std::string why = err == Z_ERRNO ? std::strerror(readErrno) : (msg && *msg ? msg : "zlib error");
-  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-  gzclose(f);
-  if (err != Z_OK && err != Z_STREAM_END) return tfmrt::ioError("cannot read '" + path + "': " + why);
-  if (!line.empty()) finishLine();  // the last line, without a newline
+  void close() {
+    if (!line_.empty()) finish();  // the last line, without a newline
+  }
+
+private:
+  void finish() {
+    if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+    lines_.push_back(std::move(line_));
+    line_.clear();
+  }
+  std::vector<std::string> &lines_;
+  std::string line_;
+};
+
+struct FileCloser {
+  void operator()(std::FILE *f) const { std::fclose(f); }
+};
+
+bool gzipMagic(const unsigned char *p) { return p[0] == 0x1f && p[1] == 0x8b; }
+
+}  // namespace
+
+tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines) {
+  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
+  auto cannotRead = [&](const std::string &why) { return tfmrt::ioError("cannot read '" + path + "': " + why); };
+  constexpr size_t kChunk = size_t(1) << 16;
+  std::vector<unsigned char> in(kChunk), out(kChunk);
+  size_t have = 0;  // unread bytes at the front of `in`
+  bool atEnd = false;
+  // Tops `in` up to at least `want` bytes (fewer at the end of the file); false on a read error.
+  auto fill = [&](size_t want) {
+    while (have < want && !atEnd) {
+      const size_t n = std::fread(in.data() + have, 1, in.size() - have, file.get());
+      have += n;
+      if (n == 0) {
+        if (std::ferror(file.get())) return false;
+        atEnd = true;
+      }
+    }
+    return true;
+  };
+  if (!fill(2)) return cannotRead(std::strerror(errno));
+  const bool gzip = have >= 2 && gzipMagic(in.data());
+  // A .gz that is not gzip (references overwritten by plain text) would be read as if nothing
+  // were wrong.
+  const bool named = path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  if (named && !gzip)
+    return tfmrt::invalidArgument("'" + path + "' is named .gz but is not gzip-compressed (empty, or plain text?)");
+  LineSplitter splitter(lines);
+  if (!gzip) {
+    while (have > 0) {
+      splitter.add(reinterpret_cast<const char *>(in.data()), have);
+      have = 0;
+      if (!fill(1)) return cannotRead(std::strerror(errno));
+    }
+    splitter.close();
+    return tfmrt::Status::OK();
+  }
+  // Our own inflate loop rather than gzread: zlib's reader stops quietly at bytes after a gzip
+  // member that are not another member (a file with something appended, or two files run
+  // together), so their lines were lost without a word. Members in a row are read in turn.
+  z_stream zs{};
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) return cannotRead("zlib could not start");  // 16: gzip only
+  std::unique_ptr<z_stream, int (*)(z_stream *)> ender(&zs, inflateEnd);
+  bool firstOutput = true;
+  for (;;) {
+    if (have == 0 && !fill(1)) return cannotRead(std::strerror(errno));
+    if (have == 0) return cannotRead("unexpected end of file");  // inside a member
+    zs.next_in = in.data();
+    zs.avail_in = uInt(have);
+    int rc;
+    do {
+      zs.next_out = out.data();
+      zs.avail_out = uInt(out.size());
+      rc = inflate(&zs, Z_NO_FLUSH);
+      if (rc == Z_MEM_ERROR) return cannotRead("out of memory");
+      if (rc == Z_DATA_ERROR || rc == Z_STREAM_ERROR || rc == Z_NEED_DICT)
+        return cannotRead(zs.msg ? zs.msg : "corrupt gzip data");
+      const size_t produced = out.size() - zs.avail_out;
+      // Text compressed twice decompresses to gzip again: it was read as lines of binary.
+      if (firstOutput && produced >= 2) {
+        if (gzipMagic(out.data()))
+          return tfmrt::invalidArgument("'" + path + "' is compressed twice (it decompresses to gzip data, not text)");
+        firstOutput = false;
+      }
+      splitter.add(reinterpret_cast<const char *>(out.data()), produced);
+    } while (rc != Z_STREAM_END && zs.avail_out == 0);
+    // Keep what inflate has not read at the front of `in`.
+    std::memmove(in.data(), zs.next_in, zs.avail_in);
+    have = zs.avail_in;
+    if (rc != Z_STREAM_END) continue;
+    // The end of a member: the file ends, another member follows, or something else does.
+    if (!fill(2)) return cannotRead(std::strerror(errno));
+    if (have == 0) break;
+    if (have < 2 || !gzipMagic(in.data())) {
+      size_t trailing = have;
+      while (!atEnd) {  // count the rest, for the message
+        have = 0;
+        if (!fill(1)) return cannotRead(std::strerror(errno));
+        trailing += have;
+      }
+      return cannotRead(std::to_string(trailing) + " bytes after the end of the gzip data (not another gzip member: "
+                                                   "something appended to the file?)");
+    }
+    inflateReset(&zs);
+  }
+  splitter.close();
   return tfmrt::Status::OK();
 }
 

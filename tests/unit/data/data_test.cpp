@@ -66,6 +66,47 @@ TEST(Corpus, ReadsGzipAndPlainLines) {
   EXPECT_NE(s.message().find("cannot read '" + whole + "': unexpected end of file"), std::string::npos) << s.message();
 }
 
+std::string fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// gzip members in a row are read in turn; anything else after a member (zlib's reader stopped
+// there without a word, losing its lines), a damaged member (its CRC) and a cut one are refused.
+TEST(Corpus, GzipMembersTrailingBytesAndDamage) {
+  const std::string a = fileBytes(writeGz("m1.gz", "one\ntwo\n")), b = fileBytes(writeGz("m2.gz", "three\n"));
+  const std::string path = testing::TempDir() + "/members.gz";
+  auto write = [&](const std::string &bytes) { std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes; };
+  std::vector<std::string> lines;
+  write(a + b);
+  tfmrt::Status s = tfmdata::readLines(path, lines);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two", "three"}));
+  for (const std::string &tail : {std::string("more text\n"), std::string("x"), std::string(100000, '\0')}) {
+    write(a + tail);
+    s = tfmdata::readLines(path, lines);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("cannot read '" + path + "': " + std::to_string(tail.size()) +
+                               " bytes after the end of the gzip data"),
+              std::string::npos)
+        << s.message();
+  }
+  std::string damaged = a;
+  damaged[damaged.size() - 6] ^= 0x55;  // inside the CRC-32 of the trailer
+  write(damaged);
+  s = tfmdata::readLines(path, lines);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read '" + path + "': incorrect data check"), std::string::npos) << s.message();
+  write(a + b.substr(0, b.size() - 3));  // the second member cut short
+  s = tfmdata::readLines(path, lines);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unexpected end of file"), std::string::npos) << s.message();
+  // Lines longer than the decompression buffer, across many buffers, come whole.
+  const std::string longLine(300000, 'q');
+  ASSERT_TRUE(tfmdata::readLines(writeGz("long.gz", "a\n" + longLine + "\nb"), lines).ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", longLine, "b"}));
+}
+
 TEST(Corpus, ParallelSidesMustHaveEqualLineCounts) {
   writeGz("p.xx.gz", "1\n2\n3\n");
   writeGz("p.yy.gz", "1\n2\n");
