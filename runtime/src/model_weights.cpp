@@ -1,6 +1,7 @@
 // Weight initialisation, loading and saving.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "file_io.h"
 #include "format.h"
@@ -121,16 +122,26 @@ Status Model::setWeights(std::map<std::string, Tensor> &&given, bool keepTrainin
 
 Status Model::loadWeights(const std::string &path, std::map<std::string, std::string> *checkpointMeta) {
   if (checkpointMeta) checkpointMeta->clear();
+  auto file = std::make_unique<FileView>();
+  TFMRT_RETURN_IF_ERROR(file->open(path, "safetensors file"));
   TensorMap tensors;
   MetadataMap metadata;
-  TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+  {
+    // The header first, copying no tensor: a checkpoint is read by loadCheckpoint, which copies
+    // its weights only (its optimizer moments, twice the weights, were copied here and dropped).
+    std::map<std::string, TensorInFile> described;
+    TFMRT_RETURN_IF_ERROR(parseSafetensorsSelected(
+        file->data(), file->size(), [](const std::string &) { return false; }, tensors, described, &metadata, path));
+  }
   // A training checkpoint's weights (its optimizer state is checked, not kept): the usual way to
   // start a new run, or evaluate, from a checkpoint.
   if (auto format = metadata.find("format"); format != metadata.end() && format->second == kCheckpointFormat) {
-    tensors.clear();
+    file.reset();  // unmapped first: mapped twice, its pages counted twice in the peak memory
     int64_t step = 0;
     return loadCheckpoint(path, step, checkpointMeta, /*withTrainingState=*/false);
   }
+  tensors.clear();
+  TFMRT_RETURN_IF_ERROR(parseSafetensors(file->data(), file->size(), tensors, &metadata, path));
   // Files tfmc wrote carry a checksum (others, such as PyTorch's, do not): a flipped bit in the
   // data was taken silently.
   if (auto crc = metadata.find(kWeightsChecksumKey);
