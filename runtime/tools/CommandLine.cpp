@@ -23,6 +23,7 @@ struct OptionSpec {
   Kind kind;
   const char *help;
   const char *shortName = nullptr;  // a one-letter alias (-x) of a long option
+  bool hidden = false;              // accepted (the command refuses it with a hint), not in --help
 };
 
 struct CommandSpec {
@@ -92,8 +93,10 @@ std::vector<CommandSpec> commandSpecs() {
                pipelineOptions()})},
       {"train", "model", "artifact compiled with --entries=forward,train_step",
        "Run compiled training steps on a corpus (--data) or one batch, with checkpoints and exact resume.",
-       concat({without(runOptions(), {"output"}),
-               Options{{"steps", Kind::Int, "training steps (default: to the spec's training.max_steps on --data, else 20)"},
+       concat({without(runOptions(), {"output", "iters", "entry"}),
+               Options{{"iters", Kind::Int, "", nullptr, true},  // "use --steps"
+                       {"entry", Kind::Text, "", nullptr, true},
+                       {"steps", Kind::Int, "training steps (default: to the spec's training.max_steps on --data, else 20)"},
                {"update-freq", Kind::Int, "accumulate the gradients of N batches per step (needs --entries=...,accumulate)"},
                {"first-step", Kind::Int, "number of the first step (default 1)"},
                {"log-every", Kind::Int, "log every N steps"},
@@ -185,7 +188,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024)"},
         {"seed", Kind::Int, "weights and inputs seed"},
         {"peak-gflops", Kind::Number, "machine peak for the utilisation column"},
-        {"precision", Kind::Text, "bf16 or int8: compare the fused build in bf16 (int8) with it in f32 (instead of fused vs unfused)"}}},
+        {"precision", Kind::Text, "f32 (default: the fused build vs the unfused one), bf16 or int8 (the fused build in bf16 or int8 vs it in f32)"}}},
   };
 }
 
@@ -300,6 +303,7 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
     if (o.kind == Kind::Int) opt->check(CLI::Validator(checkInt, ""))->type_name("INT");
     if (o.kind == Kind::Number) opt->check(CLI::Validator(checkNumber, ""))->type_name("NUMBER");
     if (o.kind == Kind::Text || o.kind == Kind::TextList) opt->type_name("TEXT");
+    if (o.hidden) opt->group("");
     options.push_back({o.name, opt});
   }
   std::vector<std::string> positionals;
