@@ -564,6 +564,12 @@ bool SpecParser::findUnclosedQuote(YAML::Mark &mark) const {
       const char c = line[p];
       if (c == '#' && (p == 0 || line[p - 1] == ' ' || line[p - 1] == '\t'))
         break; // a comment
+      // An anchor (&name) or a tag (!tag) before a value: the value may still open a quote.
+      if ((c == '&' || c == '!') && std::string("\n:-[{,?").find(before) != std::string::npos) {
+        while (p + 1 < line.size() && line[p + 1] != ' ' && line[p + 1] != '\t')
+          ++p;
+        continue;
+      }
       if ((c == '"' || c == '\'') && std::string("\n:-[{,?").find(before) != std::string::npos) {
         size_t q = p + 1;
         for (; q < line.size(); ++q) {
