@@ -566,7 +566,7 @@ bool SpecParser::findUnclosedQuote(YAML::Mark &mark) const {
         break; // a comment
       // An anchor (&name) or a tag (!tag) before a value: the value may still open a quote.
       if ((c == '&' || c == '!') && std::string("\n:-[{,?").find(before) != std::string::npos) {
-        while (p + 1 < line.size() && line[p + 1] != ' ' && line[p + 1] != '\t')
+        while (p + 1 < line.size() && std::string(" \t,[]{}").find(line[p + 1]) == std::string::npos)
           ++p;
         continue;
       }

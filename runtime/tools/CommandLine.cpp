@@ -23,7 +23,7 @@ struct OptionSpec {
   Kind kind;
   const char *help;
   const char *shortName = nullptr;  // a one-letter alias (-x) of a long option
-  bool hidden = false;              // accepted (the command refuses it with a hint), not in --help
+  bool hidden = false;              // Kind::Text; parsed for the command to refuse with a hint, not in --help
 };
 
 struct CommandSpec {
@@ -94,7 +94,7 @@ std::vector<CommandSpec> commandSpecs() {
       {"train", "model", "artifact compiled with --entries=forward,train_step",
        "Run compiled training steps on a corpus (--data) or one batch, with checkpoints and exact resume.",
        concat({without(runOptions(), {"output", "iters", "entry"}),
-               Options{{"iters", Kind::Int, "", nullptr, true},  // "use --steps"
+               Options{{"iters", Kind::Text, "", nullptr, true},  // refused: "use --steps"
                        {"entry", Kind::Text, "", nullptr, true},
                        {"steps", Kind::Int, "training steps (default: to the spec's training.max_steps on --data, else 20)"},
                {"update-freq", Kind::Int, "accumulate the gradients of N batches per step (needs --entries=...,accumulate)"},
@@ -303,7 +303,9 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
     if (o.kind == Kind::Int) opt->check(CLI::Validator(checkInt, ""))->type_name("INT");
     if (o.kind == Kind::Number) opt->check(CLI::Validator(checkNumber, ""))->type_name("NUMBER");
     if (o.kind == Kind::Text || o.kind == Kind::TextList) opt->type_name("TEXT");
-    if (o.hidden) opt->group("");
+    // Out of --help; any value or none (CLI11 names no option in the errors of a hidden one: the
+    // command refuses it with its own message).
+    if (o.hidden) opt->group("")->expected(0, 1);
     options.push_back({o.name, opt});
   }
   std::vector<std::string> positionals;
@@ -348,7 +350,7 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
     }
   for (auto &[name, opt] : options) {
     if (opt->count() == 0) continue;
-    if (opt->get_expected_min() == 0) cl.flags.push_back({name, std::string()});
+    if (opt->get_expected_min() == 0) cl.flags.push_back({name, std::string()});  // flags; hidden options' values unused
     else if (opt->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeAll)
       for (const std::string &value : opt->results()) cl.flags.push_back({name, value});
     else cl.flags.push_back({name, opt->results().back()});
@@ -362,7 +364,8 @@ bool parseCommandLine(const std::string &tool, const std::string &command, int a
   };
   for (const auto &[name, value] : cl.flags) {
     bool takesValue = false;
-    for (const OptionSpec &o : spec->options) takesValue = takesValue || (name == o.name && o.kind != Kind::Flag);
+    for (const OptionSpec &o : spec->options)
+      takesValue = takesValue || (name == o.name && o.kind != Kind::Flag && !o.hidden);
     if (takesValue && value.empty()) return refuseEmpty((name.size() == 1 ? "the value of -" : "the value of --") + name);
   }
   for (const std::string &p : positionals)

@@ -268,6 +268,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   const bool distributed = comm.distributed();
   const bool leader = comm.rank() == 0;  // the rank that writes checkpoints, metrics and validation
   const int64_t ranks = comm.size();
+  // Before readRunSettings, which would check their values (--iters 0, --entry foo) first.
+  if (cl.has("iters") || cl.has("entry")) {
+    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
+    return 2;
+  }
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
@@ -276,10 +281,6 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
                  "--entries=forward,train_step)\n";
-    return 2;
-  }
-  if (cl.has("iters") || cl.has("entry")) {
-    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
     return 2;
   }
   const bool corpus = cl.has("data");
