@@ -63,8 +63,8 @@ tfmrt::Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
 // Loads the artifact on 2 threads with the panel GEMM on or off, sets the weights and runs once
 // (the first call packs the weights); null after reporting the error to the benchmark.
 // `noAmx`: the kernels are prepared under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, so the bf16 panels
-// run on the AVX512-BF16 body on an AMX CPU (restored after; oneDNN itself reads the variable
-// once, at its first primitive, which an earlier row has made).
+// run on the AVX512-BF16 body and the int8 ones on the VNNI body on an AMX CPU (restored after;
+// oneDNN itself reads the variable once, at its first primitive, which an earlier row has made).
 std::unique_ptr<tfmrt::Model> loadAndWarm(benchmark::State &state, const tfmrt::Artifact &artifact,
                                           const std::map<std::string, tfmrt::Tensor> &weights, bool panel,
                                           const std::vector<tfmrt::Tensor> &in, std::vector<tfmrt::Tensor> &out,
@@ -267,18 +267,19 @@ const int kRegistered = [] {
   // panel_bf16: weight_layout packed_bf16 (tfmc compile --precision=bf16), the bf16 panel GEMM
   // (on AMX CPUs its AMX body; panel_bf16_no_amx: its AVX512-BF16 body there).
   // onednn_bf16: oneDNN's run-time-M bf16 gemm for every M (few_rows_gemm = false).
-  // int8: weight_layout packed_int8 (tfmc compile --precision=int8), the VNNI int8 kernel (the f32
+  // int8: weight_layout packed_int8 (tfmc compile --precision=int8), the VNNI int8 kernel (on AMX
+  // tiles on AMX CPUs; int8_no_amx: on VNNI there; the f32
   // GEMM on CPUs without AVX512-VNNI).
   const char *stepNames[] = {"decoder_step/panel", "decoder_step/onednn", "decoder_step/panel_bf16", "decoder_step/onednn_bf16",
-                             "decoder_step/int8", "decoder_step/panel_bf16_no_amx"};
-  for (int variant = 0; variant < 6; ++variant)
+                             "decoder_step/int8", "decoder_step/panel_bf16_no_amx", "decoder_step/int8_no_amx"};
+  for (int variant = 0; variant < 7; ++variant)
     benchmark::RegisterBenchmark(stepNames[variant],
                                  [variant](benchmark::State &st) {
-                                   runDecoderStep(st, variant % 2 == 0 || variant == 5,
-                                                  variant == 4   ? "packed_int8"
-                                                  : variant >= 2 ? "packed_bf16"
-                                                                 : "packed",
-                                                  variant == 5);
+                                   runDecoderStep(st, variant % 2 == 0 || variant >= 5,
+                                                  variant == 4 || variant == 6 ? "packed_int8"
+                                                  : variant >= 2               ? "packed_bf16"
+                                                                               : "packed",
+                                                  variant >= 5);
                                  })
         ->ArgName("M")
         ->Arg(1)

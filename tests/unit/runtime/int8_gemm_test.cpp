@@ -99,6 +99,51 @@ TEST(Int8Gemm, VnniBodyEqualsThePlainLoops) {
       }
 }
 
+// The AMX body gives the plain loops' bits too (exact int32 sums, the same epilogue), on 32-row
+// blocks and tails of 1-31 rows, every epilogue including the output as the residual, and any
+// split of the panels; nothing is written past the result.
+TEST(Int8Gemm, AmxBodyEqualsThePlainLoops) {
+  if (!q8::cpuHasAmxInt8()) GTEST_SKIP() << "this CPU has no AMX-INT8 (or Linux refused the tile state)";
+  const Shape3 shapes[] = {{1, 64, 1}, {15, 128, 17}, {16, 64, 64}, {17, 256, 65}, {31, 192, 100},
+                           {32, 256, 256}, {33, 1024, 64}, {48, 64, 130}, {115, 256, 1000}, {128, 512, 96}};
+  for (const Shape3 &s : shapes)
+    for (int epilogue = 0; epilogue < 5; ++epilogue) {
+      SCOPED_TRACE(::testing::Message() << s.m << " x " << s.k << " x " << s.n << " epilogue " << epilogue);
+      ASSERT_TRUE(q8::amxInt8Fits(s.k));
+      std::vector<float> x = randomVec(size_t(s.m * s.k), uint64_t(s.m * 5 + s.k), 3.0f);
+      if (s.m > 2) std::fill(x.begin() + s.k, x.begin() + 2 * s.k, 0.0f);  // a zero row
+      const std::vector<float> w = randomVec(size_t(s.k * s.n), uint64_t(s.n + 3), 0.2f);
+      const std::vector<float> bias = randomVec(size_t(s.n), 19), residual = randomVec(size_t(s.m * s.n), 20);
+      const PackedInt8 packed(w.data(), s.k, s.n, true);
+      const Quantized q(x.data(), s.m, s.k, false);
+      gemm::Epilogue e;
+      e.bias = epilogue >= 1 ? bias.data() : nullptr;
+      e.relu = epilogue == 2 || epilogue == 4;
+      if (epilogue == 4) e.residual = residual.data();
+      // One guard row past the result.
+      std::vector<float> want(size_t((s.m + 1) * s.n), -7.0f), got(want), split(want);
+      if (epilogue == 3) {  // the output is the residual
+        std::copy(residual.begin(), residual.end(), want.begin());
+        std::copy(residual.begin(), residual.end(), got.begin());
+        std::copy(residual.begin(), residual.end(), split.begin());
+      }
+      gemm::Epilogue ew = e, eg = e, es = e;
+      if (epilogue == 3) {
+        ew.residual = want.data();
+        eg.residual = got.data();
+        es.residual = split.data();
+      }
+      const int64_t panels = gemm::panelCount(s.n);
+      q8::gemmReference(q.xq.data(), q.sx.data(), s.m, s.k, packed.w, s.n, 0, panels, ew, want.data());
+      q8::gemmAmxInt8(q.xq.data(), q.sx.data(), s.m, s.k, packed.w, s.n, 0, panels, eg, got.data());
+      for (int part = 0; part < 3; ++part)
+        q8::gemmAmxInt8(q.xq.data(), q.sx.data(), s.m, s.k, packed.w, s.n, panels * part / 3, panels * (part + 1) / 3, es,
+                        split.data());
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+      ASSERT_EQ(0, std::memcmp(want.data(), split.data(), want.size() * sizeof(float)));
+    }
+}
+
 // Within the quantization bound of the exact product: x = sx qx + ex with |ex| <= sx / 2, and
 // likewise w, so |x.w - (sx qx).(sw qw)| <= sx/2 sum|w| + sw/2 sum|x| + k sx sw / 4, plus the f32
 // epilogue's rounding. The bound is tight enough to fail with a wrong scale or offset (tried: the

@@ -144,8 +144,8 @@ TEST_P(PackedGemm, Bf16WithinTheRoundingBound) {
 
 // The AMX body on the same panels and pairs: within the f32 summation error of the plain body
 // (both multiply the same bf16 values exactly; the tiles sum in their own order), the same bits
-// for any split of the panels, and every row of 32-row blocks and tails (1-31 rows, each under
-// its own tile configuration) written, nothing past the m x n result.
+// for any split of the panels, and every row of 32-row blocks and tails (1-31 rows, staged into
+// a zeroed buffer) written, nothing past the m x n result.
 TEST(PackedGemmAmx, MatchesThePlainBodyOnEveryBlockAndTail) {
   if (!gemm::cpuHasAmxBf16()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or Linux refused the tile state)";
   for (const GemmCase c : {GemmCase{1, 32, 1}, GemmCase{15, 64, 17}, GemmCase{16, 32, 64}, GemmCase{17, 256, 65},

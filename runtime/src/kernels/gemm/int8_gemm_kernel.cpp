@@ -1,7 +1,7 @@
 // tfm.linear and tfm.matmul with weight_layout "packed_int8" (tfmc compile --precision=int8) on the
 // fast backend: the weight quantized per output column once per weights version (prepareWeights),
 // x per row per call, int32 dot products (packed_gemm_int8.h), the f32 epilogue: the AVX512-VNNI
-// body, or the plain loops with TFMC_INT8_ISA=portable (the same bits). Every row count takes the
+// body (on AMX tiles where the CPU has AMX-INT8 and K is a multiple of 64), or the plain loops with TFMC_INT8_ISA=portable (the same bits). Every row count takes the
 // same path and a row's result depends on that row only, so results do not depend on the batch or
 // the threads. Without VNNI the sites run the f32 packed GEMM instead (gemm::int8::int8Path), as
 // bf16 sites do without AVX512-BF16; the reference backend computes them in f32 too (the oracle
@@ -48,6 +48,7 @@ public:
     if (k > q8::kMaxK)
       return invalidArgument(cat("weight_layout 'packed_int8' sums at most ", q8::kMaxK,
                                  " products exactly in int32, but the contraction has ", k));
+    amx_ = vnni_ && q8::amxInt8Fits(k) && q8::cpuHasAmxInt8();
     return Status::OK();
   }
 
@@ -93,7 +94,8 @@ public:
     e.residual = gelu_ ? nullptr : residual;  // gelu comes before the residual: both added below
     const q8::PackedWeight w{panels_.data<int8_t>(), scales_.data(), offsets_.data()};
     fast::parallelPanels(gemm::panelCount(n), m * n * k, [&](int64_t p0, int64_t p1) {
-      if (vnni_) q8::gemmAvx512Vnni(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
+      if (amx_) q8::gemmAmxInt8(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
+      else if (vnni_) q8::gemmAvx512Vnni(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
       else q8::gemmReference(xq.data(), sx.data(), m, k, w, n, p0, p1, e, y);
     });
     if (gelu_) {  // gelu, then the residual (the order of the f32 kernels' post-ops)
@@ -119,6 +121,7 @@ private:
   }
 
   const bool linear_, vnni_;
+  bool amx_ = false;  // the VNNI body's work on AMX tiles (q8::cpuHasAmxInt8, amxInt8Fits): the same bits
   bool transposeB_ = false, logSoftmax_ = false, relu_ = false, gelu_ = false, hasResidual_ = false;
   // The quantized weight (a Tensor's storage: 64-byte aligned for the vector loads), and which
   // weight and version it was made from: made once per weights version under packMutex_ (the

@@ -119,7 +119,7 @@ bool cpuHasAvx512Bf16() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
 }
 
-bool cpuHasAmxBf16() {
+bool amxAllowed(const char *feature) {
   if (const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
     std::string isa(cap);
     for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
@@ -129,12 +129,17 @@ bool cpuHasAmxBf16() {
   // without it the first tile instruction would kill the process with SIGILL.
   static const bool granted = [] {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    if (!__builtin_cpu_supports("amx-tile")) return false;
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
-  return granted && cpuHasAvx512Bf16();
+  if (!granted) return false;
+  if (std::strcmp(feature, "bf16") == 0) return __builtin_cpu_supports("amx-bf16");
+  if (std::strcmp(feature, "int8") == 0) return __builtin_cpu_supports("amx-int8");
+  return false;
 }
+
+bool cpuHasAmxBf16() { return amxAllowed("bf16") && cpuHasAvx512Bf16(); }
 
 void gemmPanelsBf16Reference(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                              int64_t p0, int64_t p1, const Epilogue &e, float *y) {

@@ -71,6 +71,8 @@ void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, cons
 // is); other products stay on the AVX512-BF16 body. Its sums run in the tiles' order, so its
 // results differ from that body's in the last bits.
 bool cpuHasAmxBf16();
+// The tile state granted and the CPU's AMX `feature` ("bf16" or "int8"), under the same ISA cap.
+bool amxAllowed(const char *feature);
 inline bool amxFits(int64_t k) { return k > 0 && pairCount(k) % 16 == 0; }
 void gemmPanelsBf16Amx(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n, int64_t p0,
                        int64_t p1, const Epilogue &e, float *y);

@@ -120,6 +120,12 @@ bool cpuHasAvx512Vnni() {
   return has;
 }
 
+bool cpuHasAmxInt8() {
+  const char *isa = std::getenv("TFMC_INT8_ISA");
+  if (isa && std::strcmp(isa, "vnni") == 0) return false;
+  return cpuHasAvx512Vnni() && amxAllowed("int8");
+}
+
 Int8Path int8Path() {
   const char *isa = std::getenv("TFMC_INT8_ISA");
   if (isa && std::strcmp(isa, "portable") == 0) return Int8Path::Portable;

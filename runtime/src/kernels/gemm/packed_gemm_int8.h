@@ -61,6 +61,14 @@ bool cpuHasAvx512Vnni();
 // GEMM, whatever the CPU (as ONEDNN_MAX_CPU_ISA caps oneDNN: to test each path anywhere).
 enum class Int8Path { Vnni, Portable, F32 };
 Int8Path int8Path();
+// AMX-INT8 (Intel Xeon since Sapphire Rapids): the VNNI body's operands and bits through tiles.
+// Needs quadCount(k) % 16 == 0 (amxInt8Fits: k a multiple of 64). cpuHasAmxInt8(): the CPU has it,
+// ONEDNN_MAX_CPU_ISA (if set) allows AVX512_CORE_AMX, Linux granted the tile state, and
+// TFMC_INT8_ISA is not "vnni" (the VNNI body on such a CPU).
+bool cpuHasAmxInt8();
+inline bool amxInt8Fits(int64_t k) { return k > 0 && quadCount(k) % 16 == 0; }
+void gemmAmxInt8(const uint8_t *xq, const float *sx, int64_t m, int64_t k, const PackedWeight &w, int64_t n,
+                 int64_t p0, int64_t p1, const Epilogue &e, float *y);
 void quantizeRowsAvx512(const float *x, int64_t m, int64_t k, uint8_t *xq, float *sx);
 void gemmAvx512Vnni(const uint8_t *xq, const float *sx, int64_t m, int64_t k, const PackedWeight &w, int64_t n,
                     int64_t p0, int64_t p1, const Epilogue &e, float *y);
