@@ -56,6 +56,8 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
   if (!file) return tfmrt::ioError("cannot open '" + path + "': " + std::strerror(errno));
   auto cannotRead = [&](const std::string &why) { return tfmrt::ioError("cannot read '" + path + "': " + why); };
+  // fread sets errno on Linux; "read error" where it did not.
+  auto readError = [&] { return cannotRead(errno ? std::strerror(errno) : "read error"); };
   constexpr size_t kChunk = size_t(1) << 16;
   std::vector<unsigned char> in(kChunk), out(kChunk);
   size_t have = 0;  // unread bytes at the front of `in`
@@ -63,6 +65,7 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   // Tops `in` up to at least `want` bytes (fewer at the end of the file); false on a read error.
   auto fill = [&](size_t want) {
     while (have < want && !atEnd) {
+      errno = 0;
       const size_t n = std::fread(in.data() + have, 1, in.size() - have, file.get());
       have += n;
       if (n == 0) {
@@ -72,7 +75,7 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
     }
     return true;
   };
-  if (!fill(2)) return cannotRead(std::strerror(errno));
+  if (!fill(2)) return readError();
   const bool gzip = have >= 2 && gzipMagic(in.data());
   // A .gz that is not gzip (references overwritten by plain text) would be read as if nothing
   // were wrong.
@@ -84,7 +87,7 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
     while (have > 0) {
       splitter.add(reinterpret_cast<const char *>(in.data()), have);
       have = 0;
-      if (!fill(1)) return cannotRead(std::strerror(errno));
+      if (!fill(1)) return readError();
     }
     splitter.close();
     return tfmrt::Status::OK();
@@ -96,8 +99,9 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return cannotRead("zlib could not start");  // 16: gzip only
   std::unique_ptr<z_stream, int (*)(z_stream *)> ender(&zs, inflateEnd);
   bool firstOutput = true;
+  int64_t members = 1;  // the member being read, from 1
   for (;;) {
-    if (have == 0 && !fill(1)) return cannotRead(std::strerror(errno));
+    if (have == 0 && !fill(1)) return readError();
     if (have == 0) return cannotRead("unexpected end of file");  // inside a member
     zs.next_in = in.data();
     zs.avail_in = uInt(have);
@@ -107,8 +111,14 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
       zs.avail_out = uInt(out.size());
       rc = inflate(&zs, Z_NO_FLUSH);
       if (rc == Z_MEM_ERROR) return cannotRead("out of memory");
-      if (rc == Z_DATA_ERROR || rc == Z_STREAM_ERROR || rc == Z_NEED_DICT)
-        return cannotRead(zs.msg ? zs.msg : "corrupt gzip data");
+      if (rc == Z_DATA_ERROR || rc == Z_STREAM_ERROR || rc == Z_NEED_DICT) {
+        const std::string why = zs.msg ? zs.msg : "corrupt gzip data";
+        // Bytes after a member that start like a gzip header but are not one.
+        if (members > 1 && zs.total_out == 0)
+          return cannotRead("the bytes after gzip member " + std::to_string(members - 1) + " are not gzip data (" + why +
+                            "): something appended to the file?");
+        return cannotRead(why);
+      }
       const size_t produced = out.size() - zs.avail_out;
       // Text compressed twice decompresses to gzip again: it was read as lines of binary.
       if (firstOutput && produced >= 2) {
@@ -123,19 +133,20 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
     have = zs.avail_in;
     if (rc != Z_STREAM_END) continue;
     // The end of a member: the file ends, another member follows, or something else does.
-    if (!fill(2)) return cannotRead(std::strerror(errno));
+    if (!fill(2)) return readError();
     if (have == 0) break;
     if (have < 2 || !gzipMagic(in.data())) {
       size_t trailing = have;
       while (!atEnd) {  // count the rest, for the message
         have = 0;
-        if (!fill(1)) return cannotRead(std::strerror(errno));
+        if (!fill(1)) return readError();
         trailing += have;
       }
       return cannotRead(std::to_string(trailing) + " bytes after the end of the gzip data (not another gzip member: "
                                                    "something appended to the file?)");
     }
     inflateReset(&zs);
+    ++members;
   }
   splitter.close();
   return tfmrt::Status::OK();

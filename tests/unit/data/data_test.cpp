@@ -91,6 +91,13 @@ TEST(Corpus, GzipMembersTrailingBytesAndDamage) {
               std::string::npos)
         << s.message();
   }
+  // Trailing bytes that start like a gzip header: named as what follows a member.
+  write(a + std::string("\x1f\x8bxx", 4));
+  s = tfmdata::readLines(path, lines);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot read '" + path + "': the bytes after gzip member 1 are not gzip data ("),
+            std::string::npos)
+      << s.message();
   std::string damaged = a;
   damaged[damaged.size() - 6] ^= 0x55;  // inside the CRC-32 of the trailer
   write(damaged);
