@@ -7,6 +7,8 @@
 // bf16 sites do without AVX512-BF16; the reference backend computes them in f32 too (the oracle
 // the int8 results are compared to).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -24,6 +26,14 @@ namespace {
 
 namespace q8 = gemm::int8;
 
+// TFMC_INT8_ISA when it is a value int8Path does not know (which ran the default path without a
+// word: PORTABLE, amx, ...), else null.
+const char *unknownInt8Isa() {
+  const char *isa = std::getenv("TFMC_INT8_ISA");
+  if (!isa || !*isa || !std::strcmp(isa, "vnni") || !std::strcmp(isa, "portable") || !std::strcmp(isa, "f32")) return nullptr;
+  return isa;
+}
+
 class Int8GemmKernel final : public Kernel {
 public:
   explicit Int8GemmKernel(bool linear) : linear_(linear), vnni_(q8::int8Path() == q8::Int8Path::Vnni) {}
@@ -34,6 +44,8 @@ public:
   }
 
   Status prepare(const KernelPrepareInfo &info) override {
+    if (const char *isa = unknownInt8Isa())
+      return invalidArgument(cat("TFMC_INT8_ISA must be vnni, portable or f32 (or unset), got '", isa, "'"));
     const Node &node = *info.node;
     transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
     logSoftmax_ = !linear_ && attrInt(node, "log_softmax") != 0;
@@ -140,11 +152,11 @@ KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, 
 
 void registerFastInt8Gemm(KernelRegistry &r) {
   r.add(int8Key("tfm.linear"), +[]() -> std::unique_ptr<Kernel> {
-    if (q8::int8Path() == q8::Int8Path::F32) return makePackedGemmF32(true);
+    if (q8::int8Path() == q8::Int8Path::F32 && !unknownInt8Isa()) return makePackedGemmF32(true);  // else refused
     return std::make_unique<Int8GemmKernel>(true);
   });
   r.add(int8Key("tfm.matmul"), +[]() -> std::unique_ptr<Kernel> {
-    if (q8::int8Path() == q8::Int8Path::F32) return makePackedGemmF32(false);
+    if (q8::int8Path() == q8::Int8Path::F32 && !unknownInt8Isa()) return makePackedGemmF32(false);
     return std::make_unique<Int8GemmKernel>(false);
   });
 }

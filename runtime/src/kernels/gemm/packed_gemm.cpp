@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -106,25 +107,44 @@ void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs)
     }
 }
 
+namespace {
+
+// Whether ONEDNN_MAX_CPU_ISA allows `level` (AVX512_CORE_BF16 or AVX512_CORE_AMX), read as oneDNN
+// 2.6 reads it: one of its names, any case, caps the ISA; unset, empty or a name it does not know
+// leaves it uncapped (a cap we applied where oneDNN did not turned bf16 off with a notice that
+// blamed the CPU). Its names are bit sets (dnnl_types.h), a level allowed when the cap holds all
+// of its bits.
+bool isaCapAllows(const std::string &level) {
+  static const std::pair<const char *, unsigned> kIsas[] = {
+      {"SSE41", 0x1},         {"AVX", 0x3},           {"AVX2", 0x7},          {"AVX512_MIC", 0xf},
+      {"AVX512_MIC_4OPS", 0x1f}, {"AVX512_CORE", 0x27}, {"AVX512_CORE_VNNI", 0x67}, {"AVX512_CORE_BF16", 0xe7},
+      {"AVX512_CORE_AMX", 0x3e7}, {"AVX2_VNNI", 0x407}, {"ALL", 0xffffffffu}};
+  auto bits = [&](const std::string &name) -> unsigned {
+    for (const auto &[n, b] : kIsas)
+      if (name == n) return b;
+    return 0;
+  };
+  const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) return true;
+  std::string isa(cap);
+  for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const unsigned capBits = bits(isa), want = bits(level);
+  return capBits == 0 || (capBits & want) == want;
+}
+
+}  // namespace
+
 bool cpuHasAvx512Bf16() {
   // ONEDNN_MAX_CPU_ISA caps oneDNN's kernels; our dispatch follows it, so one variable tests the
-  // fallback of both (oneDNN 2.6's values at or above bf16: AVX512_CORE_BF16, AVX512_CORE_AMX, ALL).
-  if (const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
-    std::string isa(cap);
-    for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
-    if (isa != "ALL" && isa != "AVX512_CORE_BF16" && isa != "AVX512_CORE_AMX") return false;
-  }
+  // fallback of both.
+  if (!isaCapAllows("AVX512_CORE_BF16")) return false;
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
 }
 
 bool amxAllowed(const char *feature) {
-  if (const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
-    std::string isa(cap);
-    for (char &c : isa) c = char(std::toupper(static_cast<unsigned char>(c)));
-    if (isa != "ALL" && isa != "AVX512_CORE_AMX") return false;
-  }
+  if (!isaCapAllows("AVX512_CORE_AMX")) return false;
   // Linux hands out the tile state (8 KB per thread's context) only on request, once per process;
   // without it the first tile instruction would kill the process with SIGILL.
   static const bool granted = [] {
