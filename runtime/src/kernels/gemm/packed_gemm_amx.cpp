@@ -41,18 +41,6 @@ struct alignas(64) TileConfig {
 // byte buffer whose rows past `rows` are zero; each step's A rows are copied into it, so the tiles
 // keep their 16 rows (a second tile configuration would cost an ldtilecfg per switch, which
 // measured slower than the copies: M = 115 ran 10-15 % slower than M = 128).
-// C tiles `C` and `C` + 1 += A tile `A` times B tiles 6 and 7 (tile numbers must be immediates).
-template <bool Int8, int C, int A>
-void multiplyRow() {
-  if (Int8) {
-    _tile_dpbusd(C, A, 6);
-    _tile_dpbusd(C + 1, A, 7);
-  } else {
-    _tile_dpbf16ps(C, A, 6);
-    _tile_dpbf16ps(C + 1, A, 7);
-  }
-}
-
 template <bool Int8, bool Two>
 void product(const uint8_t *x, int64_t xStride, int64_t steps, const uint8_t *panel, int half, int rows,
              uint8_t *stage) {
@@ -74,15 +62,26 @@ void product(const uint8_t *x, int64_t xStride, int64_t steps, const uint8_t *pa
     _tile_loadd(4, a, aStride);
     _tile_loadd(6, b, kPanelCols * 4);
     _tile_loadd(7, b + 64, kPanelCols * 4);
-    multiplyRow<Int8, 0, 4>();
+    if (Int8) {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+    } else {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+    }
     if (Two) {
       _tile_loadd(5, a + 16 * aStride, aStride);
-      multiplyRow<Int8, 2, 5>();
+      if (Int8) {
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+      } else {
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
     }
   }
+  // f32 or int32: 32 x 32 four-byte elements, rows 128 bytes apart.
 }
-
-// The C tiles as 32 x 32 four-byte elements (f32 or int32), rows 128 bytes apart.
 
 template <bool Two>
 void storeC(void *buf) {
