@@ -312,8 +312,79 @@ TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
       ASSERT_OK(ref->run("forward", in, r));
       EXPECT_TRUE(allClose(a[0], r[0], 1e-3, 1e-4));
       EXPECT_TRUE(allClose(b[0], r[0], 1e-3, 1e-4));
-      if (m <= 256) EXPECT_EQ(0, std::memcmp(a[0].rawData(), a1[0].rawData(), a[0].nbytes())) << "1 vs 2 threads";
+      EXPECT_EQ(0, std::memcmp(a[0].rawData(), a1[0].rawData(), a[0].nbytes())) << "1 vs 2 threads";
     }
+  }
+}
+
+// An inference entry's products give each row the same bits whatever the number of rows in the
+// call (translation's decoder steps have batch x beam rows, its encoder blocks sentences x longest
+// source) and the thread count: every f32 and bf16 layout, relu, gelu, a residual, a transposed
+// table. Rows 1-2100 of one input: every window's rows equal the
+// whole call's; with oneDNN past 1024 (f32) / 256 (bf16) rows, or its gemv path below ~16 rows,
+// they did not.
+TEST(PackedGemmModel, RowsDoNotDependOnTheirCallsRowCount) {
+  struct Site {
+    const char *what, *layout, *activation;
+    int64_t k, n;
+    bool residual = false, matmul = false;
+  };
+  std::vector<Site> sites;
+  for (const char *layout : {"packed", "packed_bf16"}) {
+    sites.push_back({"linear relu", layout, "relu", 256, 200});
+    sites.push_back({"linear, K 1024", layout, "", 1024, 64});
+    sites.push_back({"linear gelu", layout, "gelu", 64, 130});
+    sites.push_back({"linear gelu + residual", layout, "gelu", 96, 96, true});
+    sites.push_back({"linear + residual", layout, "", 160, 160, true});
+    sites.push_back({"transposed table", layout, "", 128, 300, false, true});
+  }
+  constexpr int64_t kRows = 2100;
+  for (const Site &site : sites) {
+    SCOPED_TRACE(::testing::Message() << site.what << ", " << site.layout);
+    Artifact art;
+    FunctionBuilder f(art, "forward");
+    const uint32_t x = f.input("x", DType::F32, {kDyn, site.k});
+    Attrs attrs{{"weight_layout", AttrValue::ofString(site.layout)}};
+    if (*site.activation) attrs["activation"] = AttrValue::ofString(site.activation);
+    if (site.matmul) {
+      attrs["transpose_b"] = AttrValue::ofInt(1);
+      f.output(f.op("tfm.matmul", {x, f.param("w", {site.n, site.k})}, DType::F32, {kDyn, site.n}, attrs));
+    } else {
+      std::vector<uint32_t> in{x, f.param("w", {site.n, site.k}), f.param("b", {site.n})};
+      // The residual is x itself (n == k): the planner may hand the output x's buffer.
+      if (site.residual) in.push_back(x);
+      f.output(f.op("tfm.linear", in, DType::F32, {kDyn, site.n}, attrs));
+    }
+    f.finish();
+    std::map<std::string, Tensor> weights{{"w", randomF32({site.n, site.k}, 81)}};
+    if (!site.matmul) weights["b"] = randomF32({site.n}, 82);
+    auto two = loadModel(art, KernelBackend::Dnnl, 2), one = loadModel(art, KernelBackend::Dnnl, 1),
+         ref = loadModel(art, KernelBackend::Reference, 2);
+    ASSERT_TRUE(two && one && ref);
+    for (Model *model : {two.get(), one.get(), ref.get()}) ASSERT_OK(model->setWeights(weights));
+    const Tensor all = randomF32({kRows, site.k}, 83);
+    std::vector<Tensor> whole, reference;
+    ASSERT_OK(two->run("forward", {all}, whole));
+    ASSERT_OK(ref->run("forward", {all}, reference));
+    // bf16 operands: |x|, |w| < 1, K <= 1024, so within 2^-8 * 1024 = 4 of the f32 reference, and
+    // gelu's approximation within 1e-6; f32 within summation error.
+    const bool bf16 = std::string(site.layout) == "packed_bf16" && gemm::cpuHasAvx512Bf16();
+    EXPECT_TRUE(allClose(whole[0], reference[0], bf16 ? 4.0 : 1e-3, bf16 ? 0.0 : 1e-4));
+    const size_t rowBytes = size_t(site.n) * sizeof(float);
+    for (int64_t rows : {int64_t(1), int64_t(3), int64_t(15), int64_t(16), int64_t(255), int64_t(257), int64_t(1024),
+                         int64_t(1025), kRows - 7})
+      for (int64_t first : {int64_t(0), int64_t(7)}) {
+        SCOPED_TRACE(::testing::Message() << rows << " rows from row " << first);
+        Tensor window = Tensor::f32({rows, site.k});
+        std::memcpy(window.rawData(), all.data<float>() + first * site.k, size_t(rows * site.k) * sizeof(float));
+        for (Model *model : {two.get(), one.get()}) {
+          std::vector<Tensor> out;
+          ASSERT_OK(model->run("forward", {window}, out));
+          EXPECT_EQ(0, std::memcmp(out[0].rawData(), static_cast<const char *>(whole[0].rawData()) + size_t(first) * rowBytes,
+                                   size_t(rows) * rowBytes))
+              << (model == one.get() ? "1 thread" : "2 threads");
+        }
+      }
   }
 }
 
@@ -354,9 +425,10 @@ TEST(PackedGemmModel, Bf16LayoutAndTheIsaCap) {
   EXPECT_TRUE(allClose(bf16, ref, 0.19, 0.0));
   if (gemm::cpuHasAvx512Bf16()) EXPECT_NE(0, std::memcmp(bf16.rawData(), f32.rawData(), f32.nbytes())) << "bf16 ran in f32";
 
-  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
-  const Tensor capped = runWith("packed_bf16", KernelBackend::Dnnl, asF32, kernel);
-  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  const Tensor capped = [&] {
+    ScopedEnv cap("ONEDNN_MAX_CPU_ISA", "AVX512_CORE");
+    return runWith("packed_bf16", KernelBackend::Dnnl, asF32, kernel);
+  }();
   EXPECT_TRUE(asF32);
   EXPECT_EQ(0, std::memcmp(capped.rawData(), f32.rawData(), f32.nbytes())) << "the capped bf16 model runs the f32 path";
 }

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +80,26 @@ private:
   Artifact artifact_;
   std::map<std::string, Tensor> weights_;
   std::vector<Tensor> inputs_;
+};
+
+// Sets an environment variable for a scope and restores what it was (set or not) after it, so a
+// test run under an outer setting (e.g. ONEDNN_MAX_CPU_ISA=AVX2) keeps it for the tests after.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name)) saved_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (saved_) ::setenv(name_.c_str(), saved_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  std::string name_;
+  std::optional<std::string> saved_;
 };
 
 }  // namespace tfmrt::test

@@ -17,27 +17,29 @@
 // accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
 // implementation) it is added by a vectorised loop after the GEMM.
 //
-// Few rows (M <= kFewRowsMax: the decoder's per-step products, one row per hypothesis; up to
-// kFewRowsMaxAvx512 for the AVX-512 body): packed kernels with an AVX-512 or AVX2 + FMA CPU run
-// our own panel GEMM instead
-// (kernels/gemm/packed_gemm.h), on a second packed copy made on the first such call per weights
-// version (64-column panels for the AVX-512 body, 16 for the AVX2 one), so entries that never see
-// few rows (training at its usual batch sizes) never hold it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256
-// product outside its FMAs (bench/gemm_bench.cpp prints both, side by side).
+// Panels: packed kernels with an AVX-512 or AVX2 + FMA CPU run our own panel GEMM
+// (kernels/gemm/packed_gemm.h) for every row count in inference entries and up to kFewRowsMax
+// rows in training entries, on a second packed copy of the weight (64-column panels for the
+// AVX-512 body, 16 for the AVX2 one): packed when weights are set for inference entries, on the
+// first few-rows call per weights version for training ones, so training at its usual batch
+// sizes never holds it. oneDNN's run-time-M gemm spends most of a 32 x 256 x 256 product outside
+// its FMAs (bench/gemm_bench.cpp prints both, side by side).
 //
-// packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: few rows run the bf16 panel GEMM
-// (its AMX body on CPUs with AMX-BF16 and K a multiple of 32, up to kFewRowsMaxAvx512 rows: on a
-// Xeon with AMX, vdpbf16ps runs at half the f32 FMA rate and oneDNN 2.6's run-time-M bf16 gemm
-// does not use the tiles; gemm_bench there, decoder step at 128 rows: AMX 412, vdpbf16ps 101,
-// f32 panels 193, oneDNN bf16 297 GFLOP/s); more rows run a second oneDNN primitive with bf16 src and weights, f32 bias and dst (run-time M:
-// gemm:jit's bf16 kernel, ~2x the f32 rate here) on the Model's shared bf16 copy of the weight
-// (gemm::Bf16WeightCopies: converted once per weights version for all sites, read through the
-// same strides as the f32 weight; gemm:jit's bf16 kernel runs as fast on `ba` as on `ab`, unlike
-// its f32 kernel), x rounded to bf16 per call (nearest even, as the panel path). Without the ISA
-// both run the f32 paths above.
+// packed_bf16 (tfm-lower-precision) on an AVX512-BF16 CPU: the same rows run the bf16 panel GEMM
+// (its AMX body on CPUs with AMX-BF16 and K a multiple of 32: on a Xeon with AMX, vdpbf16ps runs
+// at half the f32 FMA rate and oneDNN 2.6's run-time-M bf16 gemm does not use the tiles;
+// gemm_bench there, decoder step at 128 rows: AMX 412, vdpbf16ps 101, f32 panels 193, oneDNN
+// bf16 297 GFLOP/s); training's larger products run a second oneDNN primitive with bf16 src and
+// weights, f32 bias and dst (run-time M: gemm:jit's bf16 kernel, ~2x the f32 rate here) on the
+// Model's shared bf16 copy of the weight (gemm::Bf16WeightCopies: converted once per weights
+// version for all sites, read through the same strides as the f32 weight; gemm:jit's bf16 kernel
+// runs as fast on `ba` as on `ab`, unlike its f32 kernel), x rounded to bf16 per call (nearest
+// even, as the panel path). Without the ISA both run the f32 paths above.
 #include <omp.h>
 
+#include <limits>
 #include <mutex>
+#include <vector>
 
 #include "kernels/attention/attention.h"
 #include "kernels/gemm/packed_gemm.h"
@@ -53,18 +55,9 @@ using namespace dnnl_names;
 
 enum class Activation { None, Relu, Gelu };
 
+// Training entries: the panels up to this many rows (beyond it training's products would re-pack
+// the panels after every Adam step for little gain).
 constexpr int64_t kFewRowsMax = 256;
-// The f32 AVX-512 panel GEMM also beats oneDNN's run-time-M gemm up to 1024 rows (the encoder's
-// products in translation: a block of sentences, ~1000 rows). Zen 5, bench/gemm_bench.cpp at
-// M = 1024, panel vs oneDNN GFLOP/s: QKV 493/474, out projection 492/472, FFN in 502/430, FFN out
-// 490/476, vocabulary 491/480, base FFN in 496/444, base vocabulary 477/455; at 2048 rows oneDNN
-// wins on three of them. test_2016 greedy, 3 alternating rounds: encoder products 1.95 ->
-// 1.66-1.76 ms per decoder call, the run 0.73-0.79 -> 0.70-0.71 s, translations identical. Not
-// the AVX2 body (equal to oneDNN on a Zen 3) nor bf16 (oneDNN's bf16 kernel is faster past 256
-// rows on the out projection and FFN out: 826/860 vs 505/594).
-// Inference entries only: training's products at those sizes would re-pack the panels after every
-// Adam step (and the ~1000-row products the panel wins are translation's encoder).
-constexpr int64_t kFewRowsMaxAvx512 = 1024;
 
 class DnnlGemmKernel final : public Kernel {
 public:
@@ -128,11 +121,17 @@ public:
         repacks_ = true;
       }
       avx512Panels_ = attention::cpuHasAvx512();
-      fewRows_ = info.fewRowsGemm && packed_ && act_ != Activation::Gelu && (avx512Panels_ || attention::cpuHasAvx2Fma());
-      fewRowsBf16_ = info.fewRowsGemm && bf16_ && act_ != Activation::Gelu && gemm::cpuHasAvx512Bf16();
+      // GELU has no panel epilogue: inference entries apply it after the product (geluRows).
+      const bool panelActivation = act_ != Activation::Gelu || info.inferenceEntry;
+      fewRows_ = info.fewRowsGemm && packed_ && panelActivation && (avx512Panels_ || attention::cpuHasAvx2Fma());
+      fewRowsBf16_ = info.fewRowsGemm && bf16_ && panelActivation && gemm::cpuHasAvx512Bf16();
       amx_ = fewRowsBf16_ && gemm::amxFits(k) && gemm::cpuHasAmxBf16();
-      fewRowsMaxBf16_ = amx_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
-      fewRowsMax_ = avx512Panels_ && info.inferenceEntry ? kFewRowsMaxAvx512 : kFewRowsMax;
+      // Inference entries run every row count on the panels: a row's bits then do not depend on
+      // how many rows share its call, so translations do not change with --batch,
+      // --max-batch-tokens or --workers (a decoder step has batch x beam rows, an encoder block
+      // sentences x longest source). oneDNN's gemm rounds differently from the panels, and
+      // differently again below ~16 rows (its gemv path).
+      if (info.inferenceEntry) fewRowsMax_ = fewRowsMaxBf16_ = std::numeric_limits<int64_t>::max();
       panelsFirst_ = (fewRows_ || fewRowsBf16_) && info.inferenceEntry && k > 0 && n > 0;
       weightK_ = k;
       weightN_ = n;
@@ -282,10 +281,8 @@ private:
       std::lock_guard<std::mutex> lock(derivedMutex_);
       ensurePanelsLocked(w, k, n, version);
     }
-    gemm::Epilogue e;
-    e.bias = bias;
-    e.residual = residual;
-    e.relu = act_ == Activation::Relu;
+    const GeluAfter gelu(act_ == Activation::Gelu, residual, y, m, n);
+    const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
     const float *packed = panels_.data<float>();
     if (avx512Panels_)
       forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
@@ -293,7 +290,43 @@ private:
       forPanelRanges(
           m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx2(x, m, k, packed, n, p0, p1, e, y); },
           gemm::kAvx2PanelCols);
+    gelu.apply(y);
   }
+
+  gemm::Epilogue epilogue(const float *bias, const float *residual) const {
+    gemm::Epilogue e;
+    e.bias = bias;
+    e.residual = residual;
+    e.relu = act_ == Activation::Relu;
+    return e;
+  }
+
+  // GELU has no panel epilogue (inference entries only: training's gelu sites run oneDNN's
+  // gelu_erf post-op): the product with its bias, then y = gelu(y) + residual row by row, each
+  // row alone so its bits do not depend on how many rows share the call. A residual that is the
+  // output itself is saved before the product overwrites it.
+  struct GeluAfter {
+    GeluAfter(bool on, const float *residual, const float *y, int64_t m, int64_t n)
+        : on(on), m(m), n(n), residualInEpilogue(on ? nullptr : residual), residual(residual) {
+      if (on && residual && residual == y) {
+        thread_local std::vector<float> savedOfThread;
+        savedOfThread.assign(residual, residual + m * n);
+        this->residual = savedOfThread.data();
+      }
+    }
+    void apply(float *y) const {
+      if (!on) return;
+#pragma omp parallel for schedule(static) if (m * n >= kParallelMinElements)
+      for (int64_t i = 0; i < m; ++i) {
+        fast::geluSpan(y + i * n, y + i * n, n);
+        if (residual) fast::addSpan(y + i * n, residual + i * n, y + i * n, n);
+      }
+    }
+    const bool on;
+    const int64_t m, n;
+    const float *const residualInEpilogue;
+    const float *residual;
+  };
 
   // The f32 panels of weight w as of `version`, packed unless they are (under derivedMutex_):
   // by prepareWeights for inference entries, else by the first few-rows call of a version
@@ -333,10 +366,8 @@ private:
     thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
     pairsOfThread.resize(size_t(m * gemm::pairCount(k)));
     gemm::toBf16PairsAvx512Bf16(x, m, k, pairsOfThread.data());
-    gemm::Epilogue e;
-    e.bias = bias;
-    e.residual = residual;
-    e.relu = act_ == Activation::Relu;
+    const GeluAfter gelu(act_ == Activation::Gelu, residual, y, m, n);
+    const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
     const uint32_t *pairs = pairsOfThread.data();
     if (amx_)
@@ -344,6 +375,7 @@ private:
     else
       forPanelRanges(m, k, n,
                      [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
+    gelu.apply(y);
   }
 
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
