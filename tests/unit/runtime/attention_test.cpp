@@ -2,10 +2,12 @@
 // the reference kernel on raw buffers over odd lengths, cross-attention, Sq = 1, causal, merged
 // QKV offsets, fully masked rows, forced key splits and 1/2 threads; the op through Model on both
 // backends against the unfused primitive chain; schema and shape checks.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -193,8 +195,9 @@ TEST_P(FlashAttention, Bf16WithinTheRoundingBound) {
       EXPECT_TRUE(allClose(got, ref, bound, 0)) << "threads " << threads << ", tiles/task " << tiles << ": bound " << bound;
       if (threads == 1 && tiles == 0) std::printf("[ bf16 ] max |error| %.3g, bound %.3g\n", worst, bound);
     }
-  // Wide tiles (>= kMinWideRows rows, even head_dim, visible keys) must really run in bf16.
-  if (c.sq >= att::kMinWideRows && c.headDim % 2 == 0 && c.sk > 0 && c.keep != Keep::NoneInB0) {
+  // Tiles with even head_dim and visible keys must really run in bf16 (any number of rows).
+  const uint8_t *keep = prob.keep.data<uint8_t>();
+  if (c.headDim % 2 == 0 && std::any_of(keep, keep + prob.keep.numel(), [](uint8_t x) { return x != 0; })) {
     const Tensor f32 = prob.runFlash(att::Impl::Avx512, {});
     const Tensor bf16 = prob.runFlash(att::Impl::Avx512Bf16, {});
     EXPECT_NE(0, std::memcmp(f32.rawData(), bf16.rawData(), f32.nbytes())) << "the bf16 kernel ran in f32";
@@ -237,6 +240,65 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttention, ::testing::ValuesIn(flashCases(
 
 // Semantics spot checks of the reference itself: a fully masked row is zeros, a single visible key
 // returns its value row, causal hides later keys.
+// A sequence's rows do not depend on how far it is padded (an encoder block pads every source to
+// its longest, a full-prefix decoder batch every prefix), on the other sequences beside it, or on
+// the thread count: real lengths 1-3 (tiles of 1-3 rows), 5, 33-35 (a last tile of 1-3 rows) and
+// 64, padded by 0-40 positions, alone and third in a batch of three, causal or not, on every
+// kernel this CPU has. Last tiles of 1-3 rows once took a separate one-row path that rounded
+// differently.
+TEST(FlashAttention, RowsDoNotDependOnPaddingOrBatch) {
+  constexpr int64_t H = 2, D = 64, HD = H * D, kMaxS = 104;
+  std::vector<att::Impl> kernels = impls();
+  if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) kernels.push_back(att::Impl::Avx512Bf16);
+  const Tensor q = randomF32({3, kMaxS, HD}, 91), k = randomF32({3, kMaxS, HD}, 92), v = randomF32({3, kMaxS, HD}, 93);
+  for (const att::Impl impl : kernels)
+    for (const bool causal : {false, true})
+      for (const int64_t L : {1, 2, 3, 5, 33, 34, 35, 64}) {
+        // Rows of sequence `seq` (of `batch`, each padded to S) with the real one last at length L,
+        // the others at their full padded length.
+        auto run = [&](int64_t batch, int64_t S, int threads) {
+          Tensor qs(DType::F32, {batch, S, HD}), ks(DType::F32, {batch, S, HD}), vs(DType::F32, {batch, S, HD}),
+              keep(DType::Bool, {batch, S}), out(DType::F32, {batch, S, HD});
+          for (int64_t b = 0; b < batch; ++b) {
+            const int64_t from = 3 - batch + b;  // the real sequence is always q/k/v's batch row 2
+            for (const auto &[src, dst] : {std::pair{&q, &qs}, std::pair{&k, &ks}, std::pair{&v, &vs}})
+              std::memcpy(dst->data<float>() + b * S * HD, src->data<float>() + from * kMaxS * HD,
+                          size_t(S * HD) * sizeof(float));
+            for (int64_t j = 0; j < S; ++j) keep.data<uint8_t>()[b * S + j] = b < batch - 1 || j < L ? 1 : 0;
+          }
+          att::Params p;
+          p.batch = batch;
+          p.sq = p.sk = S;
+          p.heads = H;
+          p.headDim = D;
+          p.causal = causal;
+          p.scale = 0.125f;
+          p.qWidth = p.kWidth = p.vWidth = HD;
+          p.q = qs.data<float>();
+          p.k = ks.data<float>();
+          p.v = vs.data<float>();
+          p.keep = keep.data<uint8_t>();
+          p.out = out.data<float>();
+          att::Workspace ws;
+          att::DriverOptions opts;
+          opts.threads = threads;
+          att::run(impl, p, ws, opts);
+          std::vector<float> rows(out.data<float>() + (batch - 1) * S * HD, out.data<float>() + ((batch - 1) * S + L) * HD);
+          return rows;
+        };
+        const std::vector<float> alone = run(1, L, 1);
+        for (const int64_t pad : {1, 2, 3, 13, 29, 31, 40})
+          for (const int64_t batch : {1, 3})
+            for (const int threads : {1, 2}) {
+              SCOPED_TRACE(::testing::Message() << att::implName(impl) << (causal ? " causal" : "") << ", length " << L
+                                                << " padded by " << pad << ", batch " << batch << ", " << threads
+                                                << " threads");
+              const std::vector<float> got = run(batch, L + pad, threads);
+              EXPECT_EQ(0, std::memcmp(got.data(), alone.data(), alone.size() * sizeof(float)));
+            }
+      }
+}
+
 TEST(ReferenceAttention, ByHand) {
   Case c{2, 3, 3, 1, 2, true, Qkv::Separate, Keep::All, 1.0f};
   Problem prob(c);
@@ -510,9 +572,11 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   EXPECT_FALSE(asF32);
   // On an AMX CPU the bf16 site runs the f32 kernel (faster there) unless the ISA cap excludes AMX.
   const bool amx = gemm::cpuHasAmxBf16();
-  if (amx) ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
-  const Tensor b = run(bf16, kernel, asF32);
-  if (amx) ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  const Tensor b = [&] {
+    std::optional<ScopedEnv> cap;
+    if (amx) cap.emplace("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16");
+    return run(bf16, kernel, asF32);
+  }();
   if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) {
     EXPECT_EQ(kernel, "fast.fused_attention_avx512_bf16");
     EXPECT_FALSE(asF32);
@@ -525,9 +589,10 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
     EXPECT_FALSE(asF32);  // the GEMMs still run in bf16
     EXPECT_EQ(0, std::memcmp(a.rawData(), onAmx.rawData(), a.nbytes())) << "not the f32 kernel's bits";
   }
-  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
-  const Tensor capped = run(bf16, kernel, asF32);
-  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  const Tensor capped = [&] {
+    ScopedEnv cap("ONEDNN_MAX_CPU_ISA", "AVX512_CORE");
+    return run(bf16, kernel, asF32);
+  }();
   EXPECT_TRUE(asF32);
   EXPECT_NE(kernel, "fast.fused_attention_avx512_bf16");
   EXPECT_EQ(0, std::memcmp(capped.rawData(), a.rawData(), a.nbytes())) << "the capped bf16 model runs the f32 kernel";

@@ -40,9 +40,6 @@ struct Params {
 // Tiling shared by both flash kernels (the driver and the scratch size depend on them).
 constexpr int64_t kQueryTile = 32;   // query rows per tile: two 16-lane vectors
 constexpr int64_t kKeyChunk = 64;    // visible keys per online-softmax step
-// Tiles with fewer rows than this take the per-row path (vectorised over head_dim): at 1-3 rows
-// the query-lane path would waste >= 13 of its 16 lanes. Sq = 1 (a decoder step) always does.
-constexpr int64_t kMinWideRows = 4;
 // A task of several query tiles copies its visible K and V rows of one head into contiguous
 // per-thread buffers once (when they take at most this much), and every tile reads those. In
 // place, a head's rows are one column block of [B, S, W] rows: W * 4 bytes apart, a power of two

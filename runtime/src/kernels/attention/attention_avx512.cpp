@@ -8,7 +8,7 @@
 // instantiated here would be AVX-512 code that the linker may pick for the whole library (a
 // SIGILL on older CPUs). `nm` of the object shows a single global symbol, taskAvx512.
 //
-// Wide path (>= kMinWideRows rows): vectorised over *query lanes*. The tile's queries are packed
+// Vectorised over *query lanes*. The tile's queries are packed
 // transposed, Qt[d][lane] (16 or 32 lanes), pre-multiplied by scale * log2(e) so the softmax runs on
 // exp2. Then every product is "broadcast one element of a K or V row x a vector of 16 queries":
 //   scores  St[j][lane] = sum_d K[j][d] * Qt[d][lane]          (K rows read in place)
@@ -25,10 +25,12 @@
 // nothing; only keys past the causal limit of the tile's *first* row need a per-lane -inf mask, so
 // a chunk is never fully masked.
 //
-// Row path (< kMinWideRows rows, e.g. Sq = 1 decoding): one query row at a time, vectorised over
-// head_dim: 16 dot products at a time reduced together (reduce16), exp2 over the chunk's scores,
-// then acc += p_j * V[j] with q and acc in registers (head_dim = 16..128 in steps of 16; a generic
-// loop otherwise). Memory-bound on K/V: each K/V element is used once per query row.
+// Every tile takes this path, also a last tile of 1-3 rows (13-15 of 16 lanes idle): a row's
+// bits then depend only on its own tile position, not on how far its sequence is padded. A
+// separate one-row path (vectorised over head_dim, a tree sum) for such tiles rounded
+// differently, so an encoder row's output changed with the longest source in its block, i.e.
+// with --batch / --max-batch-tokens. Decoder steps (one query row) run cached_attention and
+// gathered_attention, not this kernel.
 //
 // GCC 12 warns about _mm512_undefined_ps() inside its own masked intrinsics (a known false
 // positive of -Wmaybe-uninitialized in avx512fintrin.h).
@@ -45,16 +47,6 @@
 namespace tfmrt {
 namespace attention {
 namespace {
-
-// Gathers up to kKeyChunk visible keys from [j, jEnd) into idx; advances j. Returns the count.
-inline int gatherKeys(const uint8_t *keep, int64_t &j, int64_t jEnd, int32_t *idx) {
-  int n = 0;
-  for (; j < jEnd && n < kKeyChunk; ++j)
-    if (keep[j]) idx[n++] = int32_t(j);
-  return n;
-}
-
-// ---- wide path ------------------------------------------------------------------------------
 
 // Register blocks: R keys x NV query vectors (scores) and RD head_dim rows x NV query vectors
 // (output), 16 accumulators each. They are inlined into the two per-chunk loops below, which are
@@ -166,26 +158,6 @@ struct KeyList {
 };
 
 
-// One online-softmax step for a query row over its nk (>= 1) visible scores s[0, nk) in the log2
-// domain: vmax holds the running max and the new scores' max lanes. Replaces the scores by their
-// exponentials against the new max, updates the running max m and sum l, and returns the factor
-// the row's accumulator must be rescaled by.
-inline float onlineSoftmaxStep(float *s, int nk, __m512 vmax, float &m, float &l) {
-  const float mNew = _mm512_reduce_max_ps(vmax);  // finite: nk >= 1 visible keys
-  const float alpha = _mm_cvtss_f32(_mm512_castps512_ps128(exp2v(_mm512_set1_ps(m - mNew))));
-  m = mNew;
-  __m512 vsum = _mm512_setzero_ps();
-  const __m512 vm = _mm512_set1_ps(mNew);
-  for (int r = 0; r < nk; r += kLanes) {
-    const __mmask16 k = firstLanes(nk - r);
-    const __m512 pr = _mm512_maskz_mov_ps(k, exp2v(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + r), vm)));
-    _mm512_mask_storeu_ps(s + r, k, pr);
-    vsum = _mm512_add_ps(vsum, pr);
-  }
-  l = l * alpha + _mm512_reduce_add_ps(vsum);
-  return alpha;
-}
-
 // Gathers the visible keys of [j0, j1) into the scratch key list; with `pack`, also copies their
 // K and V rows into contiguous [n][roundUp16(D)] buffers (see kPackMaxBytes).
 KeyList buildKeyList(const View &x, int64_t sk, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay,
@@ -217,7 +189,7 @@ KeyList buildKeyList(const View &x, int64_t sk, int64_t j0, int64_t j1, float *s
   return {idx, krow, vrow, n};
 }
 
-// Rows [i0, i0 + rows) (kMinWideRows <= rows <= 16 NV) against the task's visible keys.
+// Rows [i0, i0 + rows) (1 <= rows <= 16 NV) against the task's visible keys.
 template <int NV>
 void wideTask(const Params &p, const View &x, int64_t i0, int64_t rows, const KeyList &keys, float *scratch,
               const TaskOut &out) {
@@ -254,178 +226,11 @@ void wideTask(const Params &p, const View &x, int64_t i0, int64_t rows, const Ke
   writeTile<NV>(Ot, D, rows, m, l, out);
 }
 
-// ---- row path -------------------------------------------------------------------------------
-
-// Horizontal sums of 16 vectors at once: out[k] = sum of v[k]'s lanes. 45 shuffles/adds for 16
-// dot products instead of ~8 per _mm512_reduce_add_ps.
-inline __m512 reduce16(const __m512 *v) {
-  __m512 t[4];
-  for (int g = 0; g < 4; ++g) {
-    __m512 s[2];
-    for (int pr = 0; pr < 2; ++pr) {
-      const __m512 a = v[4 * g + 2 * pr], b = v[4 * g + 2 * pr + 1];
-      // Per 128-bit lane: a0+a2, b0+b2, a1+a3, b1+b3.
-      s[pr] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-    }
-    // Per 128-bit lane: partial sums of v[4g], v[4g+1], v[4g+2], v[4g+3].
-    t[g] = _mm512_add_ps(_mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  }
-  // Across 128-bit lanes: pairs of lanes, then the remaining pairs.
-  const __m512 w01 = _mm512_add_ps(_mm512_shuffle_f32x4(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_f32x4(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 w23 = _mm512_add_ps(_mm512_shuffle_f32x4(t[2], t[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_f32x4(t[2], t[3], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// One query row with head_dim = 16 ND (ND <= 8: head_dim 16 ... 128): q and the output
-// accumulator live in registers for the whole key range; scores 16 keys at a time.
-template <int ND>
-void rowTaskFixed(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float *scratch,
-                  float *o, float *mOut, float *lOut) {
-  const View x(p, b, h);
-  float *s = scratch;                                       // [kKeyChunk] scores, then probabilities
-  int32_t *idx = reinterpret_cast<int32_t *>(s + kKeyChunk);  // [kKeyChunk]
-  const __m512 c = _mm512_set1_ps(p.scale * kLog2e);
-  __m512 qv[ND], acc[2][ND];
-  for (int ch = 0; ch < ND; ++ch) {
-    qv[ch] = _mm512_mul_ps(_mm512_loadu_ps(x.q + i * x.qW + ch * kLanes), c);
-    acc[0][ch] = acc[1][ch] = _mm512_setzero_ps();
-  }
-  float m = -__builtin_inff(), l = 0.0f;
-  const int64_t jEnd = p.causal ? minI(j1, i + (p.sk - p.sq) + 1) : j1;
-  int64_t j = maxI(j0, 0);
-  while (j < jEnd) {
-    const int nk = gatherKeys(x.keep, j, jEnd, idx);  // all visible: no masking in this path
-    if (nk == 0) break;
-    __m512 vmax = _mm512_set1_ps(m);
-    for (int r = 0; r < nk; r += kLanes) {
-      const int n = nk - r < kLanes ? nk - r : int(kLanes);
-      __m512 dot[kLanes];
-      for (int e = 0; e < kLanes; ++e) {
-        const float *kr = x.k + int64_t(idx[r + (e < n ? e : 0)]) * x.kW;  // lanes past n: a dummy key
-        __m512 a = _mm512_mul_ps(_mm512_loadu_ps(kr), qv[0]);
-        for (int ch = 1; ch < ND; ++ch) a = _mm512_fmadd_ps(_mm512_loadu_ps(kr + ch * kLanes), qv[ch], a);
-        dot[e] = a;
-      }
-      const __mmask16 k = __mmask16((1u << n) - 1u);
-      const __m512 sc = reduce16(dot);
-      _mm512_mask_storeu_ps(s + r, k, sc);
-      vmax = _mm512_mask_max_ps(vmax, k, vmax, sc);
-    }
-    const float alpha = onlineSoftmaxStep(s, nk, vmax, m, l);
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (int ch = 0; ch < ND; ++ch) {
-      acc[0][ch] = _mm512_mul_ps(acc[0][ch], va);
-      acc[1][ch] = _mm512_mul_ps(acc[1][ch], va);
-    }
-    int r = 0;
-    for (; r + 2 <= nk; r += 2) {  // two accumulator sets hide the FMA latency at small ND
-      const float *v0 = x.v + int64_t(idx[r]) * x.vW, *v1 = x.v + int64_t(idx[r + 1]) * x.vW;
-      const __m512 p0 = _mm512_set1_ps(s[r]), p1 = _mm512_set1_ps(s[r + 1]);
-      for (int ch = 0; ch < ND; ++ch) {
-        acc[0][ch] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(v0 + ch * kLanes), acc[0][ch]);
-        acc[1][ch] = _mm512_fmadd_ps(p1, _mm512_loadu_ps(v1 + ch * kLanes), acc[1][ch]);
-      }
-    }
-    if (r < nk) {
-      const float *v0 = x.v + int64_t(idx[r]) * x.vW;
-      const __m512 p0 = _mm512_set1_ps(s[r]);
-      for (int ch = 0; ch < ND; ++ch) acc[0][ch] = _mm512_fmadd_ps(p0, _mm512_loadu_ps(v0 + ch * kLanes), acc[0][ch]);
-    }
-  }
-  const __m512 vinv = _mm512_set1_ps(mOut ? 1.0f : (l > 0.0f ? 1.0f / l : 0.0f));
-  for (int ch = 0; ch < ND; ++ch)
-    _mm512_storeu_ps(o + ch * kLanes, _mm512_mul_ps(_mm512_add_ps(acc[0][ch], acc[1][ch]), vinv));
-  if (mOut) *mOut = m, *lOut = l;
-}
-
-// Any head_dim: chunks of 16 with a masked tail, accumulator in scratch.
-void rowTask(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float *scratch, float *o,
-             float *mOut, float *lOut) {
-  const View x(p, b, h);
-  const int64_t D = x.D, nd = (D + kLanes - 1) / kLanes;
-  const __mmask16 tail = __mmask16(D % kLanes ? (1u << (D % kLanes)) - 1u : 0xFFFFu);
-  auto maskOf = [&](int64_t c) { return c == nd - 1 ? tail : __mmask16(0xFFFF); };
-  float *qs = scratch;             // [nd * 16], zero padded
-  float *acc = qs + nd * kLanes;   // [nd * 16]
-  float *s = acc + nd * kLanes;    // [kKeyChunk]
-  int32_t *idx = reinterpret_cast<int32_t *>(s + kKeyChunk);
-
-  const __m512 c = _mm512_set1_ps(p.scale * kLog2e);
-  for (int64_t ch = 0; ch < nd; ++ch) {
-    _mm512_store_ps(qs + ch * kLanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(maskOf(ch), x.q + i * x.qW + ch * kLanes), c));
-    _mm512_store_ps(acc + ch * kLanes, _mm512_setzero_ps());
-  }
-  float m = -__builtin_inff(), l = 0.0f;
-  const int64_t jEnd = p.causal ? minI(j1, i + (p.sk - p.sq) + 1) : j1;
-  int64_t j = maxI(j0, 0);
-  while (j < jEnd) {
-    const int nk = gatherKeys(x.keep, j, jEnd, idx);
-    if (nk == 0) break;
-    for (int r = 0; r < nk; ++r) {  // every gathered key is visible: no masking in this path
-      const float *kr = x.k + int64_t(idx[r]) * x.kW;
-      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-      int64_t ch = 0;
-      for (; ch + 1 < nd; ch += 2) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(kr + ch * kLanes), _mm512_load_ps(qs + ch * kLanes), a0);
-        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(maskOf(ch + 1), kr + (ch + 1) * kLanes),
-                             _mm512_load_ps(qs + (ch + 1) * kLanes), a1);
-      }
-      if (ch < nd)
-        a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(maskOf(ch), kr + ch * kLanes), _mm512_load_ps(qs + ch * kLanes), a0);
-      s[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-    }
-    __m512 vmax = _mm512_set1_ps(m);
-    for (int r = 0; r < nk; r += kLanes) {
-      const __mmask16 k = nk - r >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << (nk - r)) - 1u);
-      vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, s + r));
-    }
-    const float alpha = onlineSoftmaxStep(s, nk, vmax, m, l);
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (int64_t ch = 0; ch < nd; ++ch) {
-      const __mmask16 k = maskOf(ch);
-      __m512 a0 = _mm512_mul_ps(_mm512_load_ps(acc + ch * kLanes), va);
-      __m512 a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-      int r = 0;
-      for (; r + 4 <= nk; r += 4) {  // four chains hide the FMA latency
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(s[r]), _mm512_maskz_loadu_ps(k, x.v + int64_t(idx[r]) * x.vW + ch * kLanes), a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(s[r + 1]), _mm512_maskz_loadu_ps(k, x.v + int64_t(idx[r + 1]) * x.vW + ch * kLanes), a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(s[r + 2]), _mm512_maskz_loadu_ps(k, x.v + int64_t(idx[r + 2]) * x.vW + ch * kLanes), a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(s[r + 3]), _mm512_maskz_loadu_ps(k, x.v + int64_t(idx[r + 3]) * x.vW + ch * kLanes), a3);
-      }
-      for (; r < nk; ++r)
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(s[r]), _mm512_maskz_loadu_ps(k, x.v + int64_t(idx[r]) * x.vW + ch * kLanes), a0);
-      _mm512_store_ps(acc + ch * kLanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-    }
-  }
-  const float inv = mOut ? 1.0f : (l > 0.0f ? 1.0f / l : 0.0f);
-  const __m512 vinv = _mm512_set1_ps(inv);
-  for (int64_t ch = 0; ch < nd; ++ch)
-    _mm512_mask_storeu_ps(o + ch * kLanes, maskOf(ch), _mm512_mul_ps(_mm512_load_ps(acc + ch * kLanes), vinv));
-  if (mOut) *mOut = m, *lOut = l;
-}
-
 }  // namespace
 
 void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                 float *scratch, const TaskOut &out) {
-  using RowFn = void (*)(const Params &, int64_t, int64_t, int64_t, int64_t, int64_t, float *, float *, float *,
-                         float *);
-  static constexpr RowFn kFixed[9] = {nullptr,         rowTaskFixed<1>, rowTaskFixed<2>, rowTaskFixed<3>,
-                                      rowTaskFixed<4>, rowTaskFixed<5>, rowTaskFixed<6>, rowTaskFixed<7>,
-                                      rowTaskFixed<8>};
-  const RowFn rowFn = p.headDim % kLanes == 0 && p.headDim <= 8 * kLanes ? kFixed[p.headDim / kLanes] : rowTask;
-  auto rowPath = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      rowFn(p, b, h, i0 + r, j0, j1, scratch, out.o + r * out.oStride, out.m ? out.m + r : nullptr,
-            out.m ? out.l + r : nullptr);
-  };
   const int64_t rows = i1 - i0;
-  if (rows < kMinWideRows) return rowPath(0, rows);
-
   const View x(p, b, h);
   const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
   // Packing costs one read + write of the K/V rows: worth it once several tiles reuse them.
@@ -433,13 +238,8 @@ void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, i
   for (int64_t t = 0; t < rows; t += kQueryTile) {
     const int64_t n = minI(kQueryTile, rows - t);
     const TaskOut sub{out.o + t * out.oStride, out.oStride, out.m ? out.m + t : nullptr, out.m ? out.l + t : nullptr};
-    if (n < kMinWideRows) {
-      rowPath(t, t + n);
-    } else if (n <= kLanes) {
-      wideTask<1>(p, x, i0 + t, n, keys, scratch, sub);
-    } else {
-      wideTask<2>(p, x, i0 + t, n, keys, scratch, sub);
-    }
+    if (n <= kLanes) wideTask<1>(p, x, i0 + t, n, keys, scratch, sub);
+    else wideTask<2>(p, x, i0 + t, n, keys, scratch, sub);
   }
 }
 

@@ -9,9 +9,10 @@
 //
 // The task converts its visible K and V rows once into the per-thread pack buffer (the f32 path
 // packs them to dodge cache-set conflicts; here the conversion is needed anyway and halves the
-// bytes). Tasks the pack buffer cannot hold, odd head_dim or head_dim > 512, and fewer than
-// kMinWideRows rows (the decoder's one-row steps, memory-bound on K/V) run the f32 kernel
-// (taskAvx512).
+// bytes). Tasks the pack buffer cannot hold and odd head_dim or head_dim > 512 run the f32 kernel
+// (taskAvx512). Every other tile runs here, also a last tile of 1-3 rows: on the f32 kernel such
+// tiles made an encoder row's bits depend on how far its sequence was padded (--batch changed
+// bf16 translations).
 //
 // Compiled with -mavx512bf16 (and the f32 kernel's flags); entered only after
 // gemm::cpuHasAvx512Bf16() (attention_kernels.cpp). The same TU rules as attention_avx512.cpp.
@@ -211,7 +212,7 @@ __attribute__((noinline)) void pvChunkBf16(float *Ot, const uint32_t *Pp, const 
   if (d < D) pvTailBf16<NV, kRD - 1>(int(D - d), Ot, Pp, vpairs, pairs, D, d, alpha);
 }
 
-// Rows [i0, i0 + rows) (kMinWideRows <= rows <= 16 NV) against the task's visible keys. The
+// Rows [i0, i0 + rows) (1 <= rows <= 16 NV) against the task's visible keys. The
 // scratch tiles are the f32 kernel's: Qt [D][W] (then its pairs in place), Ot [D][W],
 // St [kKeyChunk][W] (scores, then the probabilities as key pairs, in place).
 template <int NV>
@@ -279,21 +280,15 @@ void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i
   const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
   const int64_t rows = i1 - i0;
   // (head_dim <= 512: the copy of a value pair row in wideTaskBf16 fits the score tile's free half.)
-  if (rows < kMinWideRows || p.headDim % 2 != 0 || p.headDim > (kKeyChunk / 2) * kLanes || !lay.packs)
+  if (p.headDim % 2 != 0 || p.headDim > (kKeyChunk / 2) * kLanes || !lay.packs)
     return taskAvx512(p, b, h, i0, i1, j0, j1, scratch, out);
   const View x(p, b, h);
   const Bf16Keys keys = packKeysBf16(x, p.sk, j0, j1, scratch, lay);
   for (int64_t t = 0; t < rows; t += kQueryTile) {
     const int64_t n = minI(kQueryTile, rows - t);
     const TaskOut sub{out.o + t * out.oStride, out.oStride, out.m ? out.m + t : nullptr, out.m ? out.l + t : nullptr};
-    if (n < kMinWideRows) {
-      // A short last tile: the f32 row path over the same keys (it reads K/V in place).
-      taskAvx512(p, b, h, i0 + t, i0 + t + n, j0, j1, scratch, sub);
-    } else if (n <= kLanes) {
-      wideTaskBf16<1>(p, x, i0 + t, n, keys, scratch, sub);
-    } else {
-      wideTaskBf16<2>(p, x, i0 + t, n, keys, scratch, sub);
-    }
+    if (n <= kLanes) wideTaskBf16<1>(p, x, i0 + t, n, keys, scratch, sub);
+    else wideTaskBf16<2>(p, x, i0 + t, n, keys, scratch, sub);
   }
 }
 

@@ -18,10 +18,8 @@ namespace {
 
 // Below this many multiply-adds (B*H*Sq*Sk*head_dim, i.e. half the op's FMAs) a single thread
 // beats an OpenMP region: fork/join costs microseconds and stalls for milliseconds on a busy box.
-// 2^20 is ~20 us of the wide path. The row path (Sq < kMinWideRows, decoding) streams 8 bytes of
-// K/V per multiply-add from memory, so 2^15 (256 KB of K/V) already takes ~20 us there.
+// 2^20 is ~20 us of the kernels' query-lane tiles.
 constexpr int64_t kParallelMinMacs = int64_t(1) << 20;
-constexpr int64_t kParallelMinMacsRowPath = int64_t(1) << 15;
 // A key split shorter than this does not pay for its partial state and the merge.
 constexpr int64_t kMinSplitKeys = 256;
 // Enough tasks per thread that dynamic scheduling evens out causal / padded tiles.
@@ -33,12 +31,11 @@ constexpr size_t roundUp16(size_t n) { return (n + 15) / 16 * 16; }
 
 ScratchLayout scratchLayout(int64_t headDim, int64_t sk) {
   const size_t D = size_t(headDim), keys = size_t(std::max<int64_t>(sk, 0));
-  // Tile buffers of the AVX-512 wide path (the largest user): Qt + Ot [D][32], St [kKeyChunk][32].
-  // The row path (q, acc, scores, kKeyChunk indices) and the 16-lane portable kernel need less.
+  // Tile buffers of the AVX-512 kernels (the largest user): Qt + Ot [D][32], St [kKeyChunk][32].
+  // The 16-lane portable kernel needs less.
   const size_t wide = 2 * D * kQueryTile + size_t(kKeyChunk) * kQueryTile;
-  const size_t row = 2 * roundUp16(D) + 2 * size_t(kKeyChunk);
   ScratchLayout l;
-  l.list = roundUp16(std::max(wide, row));
+  l.list = roundUp16(wide);
   const size_t listFloats = roundUp16(keys + 4 * keys + 16);  // int32 idx + two 8-byte pointers per key
   l.pack = l.list + listFloats;
   const size_t packFloats = 2 * keys * roundUp16(D);
@@ -84,7 +81,7 @@ RunPlan planRun(const Params &p, const DriverOptions &opts) {
   const int64_t nQt = (Sq + kQueryTile - 1) / kQueryTile;
   const int threads = std::max(1, opts.threads > 0 ? opts.threads : omp_get_max_threads());
   const bool parallel =
-      threads > 1 && B * H * Sq * Sk * D >= (Sq < kMinWideRows ? kParallelMinMacsRowPath : kParallelMinMacs);
+      threads > 1 && B * H * Sq * Sk * D >= kParallelMinMacs;
   r.workers = parallel ? threads : 1;
 
   // A task is a run of query tiles of one (b, h): the kernel gathers (and packs) the visible K/V

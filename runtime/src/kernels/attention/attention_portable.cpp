@@ -74,13 +74,6 @@ KeyList buildKeyList(const Params &p, int64_t b, int64_t h, int64_t j0, int64_t 
   return {idx, krow, vrow, n};
 }
 
-inline int gatherKeys(const uint8_t *keep, int64_t &j, int64_t jEnd, int32_t *idx) {
-  int n = 0;
-  for (; j < jEnd && n < kKeyChunk; ++j)
-    if (keep[j]) idx[n++] = int32_t(j);
-  return n;
-}
-
 template <int R>
 inline void scoreBlock(const float *Qt, const float *const *krow, const int32_t *idx, int64_t D, float *St,
                        bool needMask, int64_t firstRowLimit) {
@@ -184,74 +177,17 @@ TFMRT_SIMD_CLONES void widePass(const Params &p, int64_t b, int64_t h, int64_t i
   }
 }
 
-// One query row, vectorised over head_dim (Sq = 1 decoding, tiny tails).
-TFMRT_SIMD_CLONES void rowPass(const Params &p, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t j1, float *scratch, float *o,
-             float *mOut, float *lOut) {
-  const int64_t D = p.headDim;
-  float *qs = scratch, *acc = qs + D, *sc = acc + D;
-  int32_t *idx = reinterpret_cast<int32_t *>(sc + kKeyChunk);
-  const float c = p.scale * kLog2e;
-  const float *q = p.qRow(b, i, h);
-#pragma omp simd
-  for (int64_t d = 0; d < D; ++d) qs[d] = q[d] * c, acc[d] = 0.0f;
-  float m = kNegInf, l = 0.0f;
-  const uint8_t *keep = p.keep + b * p.sk;
-  const int64_t jEnd = p.causal ? std::min(j1, i + p.causalShift() + 1) : j1;
-  int64_t j = std::max<int64_t>(j0, 0);
-  while (j < jEnd) {
-    const int nk = gatherKeys(keep, j, jEnd, idx);
-    if (nk == 0) break;
-    float mNew = m;
-    for (int r = 0; r < nk; ++r) {
-      const float *kr = p.kRow(b, idx[r], h);
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < D; ++d) dot += qs[d] * kr[d];
-      sc[r] = dot;
-      mNew = std::max(mNew, dot);
-    }
-    const float alpha = exp2p(m - mNew);  // mNew is finite: every gathered key is visible
-    m = mNew;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int r = 0; r < nk; ++r) {
-      sc[r] = exp2p(sc[r] - mNew);
-      sum += sc[r];
-    }
-    l = l * alpha + sum;
-#pragma omp simd
-    for (int64_t d = 0; d < D; ++d) acc[d] *= alpha;
-    for (int r = 0; r < nk; ++r) {
-      const float *vr = p.vRow(b, idx[r], h);
-      const float pr = sc[r];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) acc[d] += pr * vr[d];
-    }
-  }
-  const float inv = mOut ? 1.0f : (l > 0.0f ? 1.0f / l : 0.0f);
-#pragma omp simd
-  for (int64_t d = 0; d < D; ++d) o[d] = acc[d] * inv;
-  if (mOut) *mOut = m, *lOut = l;
-}
-
 }  // namespace
 
 void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                   float *scratch, const TaskOut &out) {
+  // Every pass is a wide one, also for 1-3 rows: a row's bits then do not depend on how far its
+  // sequence is padded (attention_avx512.cpp says why).
   const int64_t rows = i1 - i0;
-  const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
-  KeyList keys{nullptr, nullptr, nullptr, 0};
-  if (rows >= kMinWideRows) keys = buildKeyList(p, b, h, j0, j1, scratch, lay);
+  const KeyList keys = buildKeyList(p, b, h, j0, j1, scratch, scratchLayout(p.headDim, p.sk));
   for (int64_t r0 = 0; r0 < rows; r0 += kW) {
-    const int64_t n = std::min(kW, rows - r0);
-    TaskOut sub{out.o + r0 * out.oStride, out.oStride, out.m ? out.m + r0 : nullptr, out.m ? out.l + r0 : nullptr};
-    if (n >= kMinWideRows) {
-      widePass(p, b, h, i0 + r0, n, keys, scratch, sub);
-    } else {
-      for (int64_t r = 0; r < n; ++r)
-        rowPass(p, b, h, i0 + r0 + r, j0, j1, scratch, sub.o + r * sub.oStride, sub.m ? sub.m + r : nullptr,
-                sub.m ? sub.l + r : nullptr);
-    }
+    const TaskOut sub{out.o + r0 * out.oStride, out.oStride, out.m ? out.m + r0 : nullptr, out.m ? out.l + r0 : nullptr};
+    widePass(p, b, h, i0 + r0, std::min(kW, rows - r0), keys, scratch, sub);
   }
 }
 
