@@ -7,7 +7,8 @@
 //   fused:   the same inputs into one tfm.fused_attention node
 //   fused_bf16: that node with precision "bf16" (bf16 Q.K and P.V products, f32 softmax; f32 on a
 //            CPU without AVX512-BF16 or with AMX: the label names the kernel that ran;
-//            TFMRT_ATTENTION_IMPL=avx512_bf16 forces the bf16 kernel on every row)
+//            TFMRT_ATTENTION_IMPL=avx512_bf16 forces the bf16 kernel on it, also with AMX; the
+//            f32 node stays f32)
 //
 // Both get the same inputs. Per benchmark: time, tokens/s (B * S / time) and peak_bytes = what
 // Model::run allocated for the call (tfmrt::Model::lastMemoryPlan): the arena of intermediates

@@ -602,6 +602,17 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
     EXPECT_EQ(kernel, "fast.fused_attention_avx512");
     EXPECT_EQ(0, std::memcmp(forced.rawData(), a.rawData(), a.nbytes()));
   }
+  if (att::cpuHasAvx512() && gemm::cpuHasAvx512Bf16()) {
+    // TFMRT_ATTENTION_IMPL=avx512_bf16: the bf16 kernel on the bf16 site (also on AMX CPUs), and
+    // an f32 site stays f32 (it ran bf16 products without a word).
+    ImplEnv scope("avx512_bf16");
+    const Tensor forcedBf16 = run(bf16, kernel, asF32);
+    EXPECT_EQ(kernel, "fast.fused_attention_avx512_bf16");
+    EXPECT_NE(0, std::memcmp(forcedBf16.rawData(), a.rawData(), a.nbytes()));
+    const Tensor f32Site = run(f32, kernel, asF32);
+    EXPECT_EQ(kernel, "fast.fused_attention_avx512");
+    EXPECT_EQ(0, std::memcmp(f32Site.rawData(), a.rawData(), a.nbytes())) << "an f32 site ran bf16 products";
+  }
 }
 
 // Causal attention of 40 new queries at the end of 40 + shift keys: the first 32-row tile sees the

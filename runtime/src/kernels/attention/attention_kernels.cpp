@@ -5,7 +5,8 @@
 // Which flash kernel a node gets is decided once, in prepare(): AVX-512 when the CPU has
 // avx512f/vl/dq + fma (its bf16 variant for precision "bf16" when the CPU also has AVX512-BF16
 // and no AMX), else portable. The environment variable TFMRT_ATTENTION_IMPL=portable|avx512|avx512_bf16
-// overrides it (benchmarks, tests; asking for an ISA the CPU lacks is a load error).
+// overrides it (benchmarks, tests; asking for an ISA the CPU lacks is a load error; avx512_bf16
+// leaves nodes of precision f32 on the f32 AVX-512 kernel).
 #include <cstdlib>
 #include <cstring>
 
@@ -82,8 +83,8 @@ public:
     // (Intel Xeon since Sapphire Rapids): vdpbf16ps runs at half the f32 FMA rate there, and the
     // bf16 kernel was the slower one (attention_bench, 5 alternating rounds on a Xeon with AMX:
     // B = 1, S = 1024 18.1-28.7 vs 11.6-14.5 ms; B = 32, S = 256 38.9-49.6 vs 26.2-34.1 ms).
-    const bool bf16 = attrString(*info.node, "precision") == "bf16" && avx512 && gemm::cpuHasAvx512Bf16() &&
-                      !gemm::cpuHasAmxBf16();
+    const bool bf16Node = attrString(*info.node, "precision") == "bf16";
+    const bool bf16 = bf16Node && avx512 && gemm::cpuHasAvx512Bf16() && !gemm::cpuHasAmxBf16();
     impl_ = bf16 ? attention::Impl::Avx512Bf16 : avx512 ? attention::Impl::Avx512 : attention::Impl::Portable;
     if (const char *env = std::getenv("TFMRT_ATTENTION_IMPL"); env && *env && std::strcmp(env, "auto") != 0) {
       if (std::strcmp(env, "portable") == 0) {
@@ -94,7 +95,8 @@ public:
       } else if (std::strcmp(env, "avx512_bf16") == 0) {
         if (!avx512 || !gemm::cpuHasAvx512Bf16())
           return invalidArgument("TFMRT_ATTENTION_IMPL=avx512_bf16 but this CPU lacks AVX512-BF16 (or oneDNN's ISA is capped)");
-        impl_ = attention::Impl::Avx512Bf16;
+        // Only where the node asked for bf16: an f32 artifact's attention stays f32.
+        impl_ = bf16Node ? attention::Impl::Avx512Bf16 : attention::Impl::Avx512;
       } else {
         return invalidArgument(
             cat("TFMRT_ATTENTION_IMPL must be auto, avx512, avx512_bf16 or portable, got '", env, "'"));
