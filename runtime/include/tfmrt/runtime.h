@@ -50,9 +50,10 @@ struct RuntimeOptions {
   KernelBackend backend = KernelBackend::Dnnl;
   int num_threads = 0;  // OpenMP threads used by run(); 0 = the OpenMP default (all cores); <= kMaxThreads
   bool profile = false;  // time every kernel invocation (see Model::profileReport)
-  // Dnnl backend, AVX-512 or AVX2 CPUs: products of <= 256 rows with a packed weight (the decoder's
-  // per-step GEMMs; on AVX-512 up to 1024 rows in entries without gradients, e.g. translation's
-  // encoder) run on tfmc's panel GEMM; false = oneDNN at every size (for comparisons).
+  // Dnnl backend, AVX-512 or AVX2 CPUs: products with a packed weight run on tfmc's panel GEMM,
+  // at every size in entries without gradients (translation: a row's bits then do not depend on
+  // the batch) and up to 256 rows in training entries; false = oneDNN at every size (for
+  // comparisons).
   bool few_rows_gemm = true;
   // Dnnl backend, AVX2 CPUs without AVX-512: weight gradients (dW = dy^T x) run on tfmc's blocked
   // kernel; false = oneDNN (for comparisons).

@@ -238,8 +238,6 @@ std::vector<Case> flashCases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttention, ::testing::ValuesIn(flashCases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return caseName(info.param); });
 
-// Semantics spot checks of the reference itself: a fully masked row is zeros, a single visible key
-// returns its value row, causal hides later keys.
 // A sequence's rows do not depend on how far it is padded (an encoder block pads every source to
 // its longest, a full-prefix decoder batch every prefix), on the other sequences beside it, or on
 // the thread count: real lengths 1-3 (tiles of 1-3 rows), 5, 33-35 (a last tile of 1-3 rows) and
@@ -254,8 +252,8 @@ TEST(FlashAttention, RowsDoNotDependOnPaddingOrBatch) {
   for (const att::Impl impl : kernels)
     for (const bool causal : {false, true})
       for (const int64_t L : {1, 2, 3, 5, 33, 34, 35, 64}) {
-        // Rows of sequence `seq` (of `batch`, each padded to S) with the real one last at length L,
-        // the others at their full padded length.
+        // The output rows of the last sequence of `batch` (each padded to S): it keeps its first L
+        // keys, the others keep all S.
         auto run = [&](int64_t batch, int64_t S, int threads) {
           Tensor qs(DType::F32, {batch, S, HD}), ks(DType::F32, {batch, S, HD}), vs(DType::F32, {batch, S, HD}),
               keep(DType::Bool, {batch, S}), out(DType::F32, {batch, S, HD});
@@ -299,6 +297,8 @@ TEST(FlashAttention, RowsDoNotDependOnPaddingOrBatch) {
       }
 }
 
+// Semantics spot checks of the reference itself: a fully masked row is zeros, a single visible key
+// returns its value row, causal hides later keys.
 TEST(ReferenceAttention, ByHand) {
   Case c{2, 3, 3, 1, 2, true, Qkv::Separate, Keep::All, 1.0f};
   Problem prob(c);
@@ -421,12 +421,6 @@ Tensor runModel(const Artifact &a, KernelBackend backend, const std::vector<Tens
   return outputs.empty() ? Tensor() : outputs[0];
 }
 
-// Sets TFMRT_ATTENTION_IMPL for the scope (the flash kernel reads it in prepare()).
-class ImplEnv {
-public:
-  explicit ImplEnv(const char *value) { setenv("TFMRT_ATTENTION_IMPL", value, 1); }
-  ~ImplEnv() { unsetenv("TFMRT_ATTENTION_IMPL"); }
-};
 
 std::vector<std::pair<const char *, std::string>> flashVariants() {
   std::vector<std::pair<const char *, std::string>> v{{"portable", "fast.fused_attention_portable"}};
@@ -458,7 +452,7 @@ TEST_P(FusedVsUnfused, SameOutputs) {
   EXPECT_TRUE(allClose(runModel(fused, KernelBackend::Reference, inputs, &name), expected, 2e-5, 2e-4));
   EXPECT_EQ(name, "reference.fused_attention");
   for (const auto &[env, kernel] : flashVariants()) {
-    ImplEnv scope(env);
+    ScopedEnv scope("TFMRT_ATTENTION_IMPL", env);
     EXPECT_TRUE(allClose(runModel(fused, KernelBackend::Dnnl, inputs, &name), expected, 2e-5, 2e-4)) << env;
     EXPECT_EQ(name, kernel);
   }
@@ -495,7 +489,7 @@ TEST(FusedAttentionModel, MergedQkvReadInPlace) {
     const Artifact merged = mergedArtifact(H, D, scale, causal);
     EXPECT_TRUE(allClose(runModel(merged, KernelBackend::Reference, {qkv, keep}), expected, 2e-5, 2e-4));
     for (const auto &[env, kernel] : flashVariants()) {
-      ImplEnv scope(env);
+      ScopedEnv scope("TFMRT_ATTENTION_IMPL", env);
       auto model = loadModel(merged, KernelBackend::Dnnl);
       ASSERT_TRUE(model);
       EXPECT_EQ(model->kernelName("forward", 0), kernel);
@@ -597,7 +591,7 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   EXPECT_NE(kernel, "fast.fused_attention_avx512_bf16");
   EXPECT_EQ(0, std::memcmp(capped.rawData(), a.rawData(), a.nbytes())) << "the capped bf16 model runs the f32 kernel";
   if (att::cpuHasAvx512()) {  // TFMRT_ATTENTION_IMPL=avx512 forces the f32 kernel on a bf16 site
-    ImplEnv scope("avx512");
+    ScopedEnv scope("TFMRT_ATTENTION_IMPL", "avx512");
     const Tensor forced = run(bf16, kernel, asF32);
     EXPECT_EQ(kernel, "fast.fused_attention_avx512");
     EXPECT_EQ(0, std::memcmp(forced.rawData(), a.rawData(), a.nbytes()));
@@ -605,7 +599,7 @@ TEST(FusedAttentionModel, Bf16PrecisionAndTheIsaCap) {
   if (att::cpuHasAvx512() && gemm::cpuHasAvx512Bf16()) {
     // TFMRT_ATTENTION_IMPL=avx512_bf16: the bf16 kernel on the bf16 site (also on AMX CPUs), and
     // an f32 site stays f32 (it ran bf16 products without a word).
-    ImplEnv scope("avx512_bf16");
+    ScopedEnv scope("TFMRT_ATTENTION_IMPL", "avx512_bf16");
     const Tensor forcedBf16 = run(bf16, kernel, asF32);
     EXPECT_EQ(kernel, "fast.fused_attention_avx512_bf16");
     EXPECT_NE(0, std::memcmp(forcedBf16.rawData(), a.rawData(), a.nbytes()));
@@ -638,7 +632,7 @@ TEST(FlashAttentionBf16, InvisiblePartnerKeyDoesNotLeak) {
 }
 
 TEST(FusedAttentionModel, BadImplEnvIsALoadError) {
-  ImplEnv scope("sse9");
+  ScopedEnv scope("TFMRT_ATTENTION_IMPL", "sse9");
   std::unique_ptr<Model> m;
   EXPECT_ERROR(Model::fromArtifact(fusedArtifact(2, 8, 0.5, false), RuntimeOptions{}, m), "TFMRT_ATTENTION_IMPL",
                "sse9");

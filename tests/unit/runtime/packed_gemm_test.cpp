@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -273,9 +274,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, PackedGemm,
                                   std::to_string(info.param.n);
                          });
 
-// Through a Model: the few-rows path (on) and oneDNN (off) agree with the reference backend on
-// both sides of the limit, follow weight updates, and give the same bits on 1 and 2 threads.
-TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
+// Through a Model (an inference entry): the panels (few_rows_gemm on: every row count) and oneDNN
+// (off) agree with the reference backend at row counts around the old limits (256 and 1024),
+// follow weight updates, and the panels give the same bits on 1 and 2 threads.
+TEST(PackedGemmModel, PanelsOnAndOffAtManyRowCounts) {
   Artifact art;
   FunctionBuilder f(art, "forward");
   uint32_t x = f.input("x", DType::F32, {kDyn, 48});
@@ -303,7 +305,7 @@ TEST(PackedGemmModel, FewRowsPathOnAndOffAcrossTheLimit) {
                                           {"w2", randomF32({200, 200}, 30 + version)}, {"b2", randomF32({200}, 40 + version)},
                                           {"e", randomF32({300, 200}, 50 + version)}};
     for (Model *model : {on.get(), on1.get(), off.get(), ref.get()}) ASSERT_OK(model->setWeights(weights));
-    for (int64_t m : {1, 6, 255, 256, 257, 600, 1024, 1025, 3}) {  // AVX-512 panels up to 1024 rows (inference)
+    for (int64_t m : {1, 6, 255, 256, 257, 600, 1024, 1025, 3}) {
       SCOPED_TRACE(::testing::Message() << "version " << version << ", M " << m);
       std::vector<Tensor> in{randomF32({m, 48}, uint64_t(m))}, a, a1, b, r;
       ASSERT_OK(on->run("forward", in, a));
@@ -332,15 +334,22 @@ TEST(PackedGemmModel, RowsDoNotDependOnTheirCallsRowCount) {
   std::vector<Site> sites;
   for (const char *layout : {"packed", "packed_bf16"}) {
     sites.push_back({"linear relu", layout, "relu", 256, 200});
+    sites.push_back({"linear relu, odd K", layout, "relu", 301, 70});  // K not a multiple of 32: no AMX
     sites.push_back({"linear, K 1024", layout, "", 1024, 64});
     sites.push_back({"linear gelu", layout, "gelu", 64, 130});
     sites.push_back({"linear gelu + residual", layout, "gelu", 96, 96, true});
     sites.push_back({"linear + residual", layout, "", 160, 160, true});
     sites.push_back({"transposed table", layout, "", 128, 300, false, true});
   }
-  constexpr int64_t kRows = 2100;
+  // On an AMX CPU also with AMX capped off: the vdpbf16ps body for every K.
+  std::vector<const char *> caps{nullptr};
+  if (gemm::cpuHasAmxBf16()) caps.push_back("AVX512_CORE_BF16");
+  constexpr int64_t kRows = 2100, kChecked = 300;  // rows checked against the exact product
+  for (const char *cap : caps)
   for (const Site &site : sites) {
-    SCOPED_TRACE(::testing::Message() << site.what << ", " << site.layout);
+    SCOPED_TRACE(::testing::Message() << site.what << ", " << site.layout << (cap ? ", ISA capped" : ""));
+    std::optional<ScopedEnv> capScope;
+    if (cap) capScope.emplace("ONEDNN_MAX_CPU_ISA", cap);
     Artifact art;
     FunctionBuilder f(art, "forward");
     const uint32_t x = f.input("x", DType::F32, {kDyn, site.k});
@@ -351,25 +360,38 @@ TEST(PackedGemmModel, RowsDoNotDependOnTheirCallsRowCount) {
       f.output(f.op("tfm.matmul", {x, f.param("w", {site.n, site.k})}, DType::F32, {kDyn, site.n}, attrs));
     } else {
       std::vector<uint32_t> in{x, f.param("w", {site.n, site.k}), f.param("b", {site.n})};
-      // The residual is x itself (n == k): the planner may hand the output x's buffer.
-      if (site.residual) in.push_back(x);
+      if (site.residual) in.push_back(x);  // the residual is x itself (n == k)
       f.output(f.op("tfm.linear", in, DType::F32, {kDyn, site.n}, attrs));
     }
     f.finish();
     std::map<std::string, Tensor> weights{{"w", randomF32({site.n, site.k}, 81)}};
     if (!site.matmul) weights["b"] = randomF32({site.n}, 82);
-    auto two = loadModel(art, KernelBackend::Dnnl, 2), one = loadModel(art, KernelBackend::Dnnl, 1),
-         ref = loadModel(art, KernelBackend::Reference, 2);
-    ASSERT_TRUE(two && one && ref);
-    for (Model *model : {two.get(), one.get(), ref.get()}) ASSERT_OK(model->setWeights(weights));
+    auto two = loadModel(art, KernelBackend::Dnnl, 2), one = loadModel(art, KernelBackend::Dnnl, 1);
+    ASSERT_TRUE(two && one);
+    for (Model *model : {two.get(), one.get()}) ASSERT_OK(model->setWeights(weights));
     const Tensor all = randomF32({kRows, site.k}, 83);
-    std::vector<Tensor> whole, reference;
+    std::vector<Tensor> whole;
     ASSERT_OK(two->run("forward", {all}, whole));
-    ASSERT_OK(ref->run("forward", {all}, reference));
-    // bf16 operands: |x|, |w| < 1, K <= 1024, so within 2^-8 * 1024 = 4 of the f32 reference, and
-    // gelu's approximation within 1e-6; f32 within summation error.
+    // Against the exact product (double) on the first rows: bf16 operands round each product by
+    // at most 2^-8 + 2^-18 of |x w|, GELU's slope is below 1.13 and its approximation within 1e-6;
+    // f32 within summation error.
     const bool bf16 = std::string(site.layout) == "packed_bf16" && gemm::cpuHasAvx512Bf16();
-    EXPECT_TRUE(allClose(whole[0], reference[0], bf16 ? 4.0 : 1e-3, bf16 ? 0.0 : 1e-4));
+    const float *xs = all.data<float>(), *w = weights["w"].data<float>(), *y = whole[0].data<float>();
+    for (int64_t i = 0; i < kChecked; ++i)
+      for (int64_t j = 0; j < site.n; ++j) {
+        double pre = site.matmul ? 0.0 : weights["b"].data<float>()[j], magnitude = 0;
+        for (int64_t kk = 0; kk < site.k; ++kk) {
+          const double prod = double(xs[i * site.k + kk]) * double(w[j * site.k + kk]);
+          pre += prod;
+          magnitude += std::fabs(prod);
+        }
+        const std::string act = site.activation;
+        double exact = act == "relu" ? std::max(pre, 0.0) : act == "gelu" ? 0.5 * pre * (1.0 + std::erf(pre / std::sqrt(2.0))) : pre;
+        if (site.residual) exact += xs[i * site.k + j];
+        const double bound = (bf16 ? 1.13 * (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) : 1e-6) * magnitude +
+                             1e-6 * double(site.k) + 1e-5 * std::fabs(exact) + 2e-6;
+        ASSERT_NEAR(y[i * site.n + j], exact, bound) << "row " << i << ", column " << j;
+      }
     const size_t rowBytes = size_t(site.n) * sizeof(float);
     for (int64_t rows : {int64_t(1), int64_t(3), int64_t(15), int64_t(16), int64_t(255), int64_t(257), int64_t(1024),
                          int64_t(1025), kRows - 7})
@@ -433,7 +455,8 @@ TEST(PackedGemmModel, Bf16LayoutAndTheIsaCap) {
   EXPECT_EQ(0, std::memcmp(capped.rawData(), f32.rawData(), f32.nbytes())) << "the capped bf16 model runs the f32 path";
 }
 
-// packed_bf16 on both sides of the few-rows limit (panel bf16 kernel / oneDNN's bf16 primitive):
+// packed_bf16 on the bf16 panels (every row count in this inference entry) and, with
+// few_rows_gemm off, on oneDNN's bf16 primitive (what training's products over 256 rows run):
 // every element within the rounding bound of the exact product, (2^-8 + 2^-18) sum_k |x_k w_k|
 // plus f32 summation error, for a linear with relu and odd K, a linear with a residual, and a
 // transposed matmul; and not the f32 kernel's bits (bf16 did run).
@@ -463,8 +486,13 @@ TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
       f.finish();
       return art;
     };
-    auto bf16 = loadModel(artifact("packed_bf16"), KernelBackend::Dnnl, 2);
-    auto f32 = loadModel(artifact("packed"), KernelBackend::Dnnl, 2);
+    for (const bool panels : {true, false}) {
+    SCOPED_TRACE(panels ? "bf16 panels" : "oneDNN's bf16 primitive");
+    RuntimeOptions options;
+    options.num_threads = 2;
+    options.few_rows_gemm = panels;
+    auto bf16 = loadModel(artifact("packed_bf16"), options);
+    auto f32 = loadModel(artifact("packed"), options);
     ASSERT_TRUE(bf16 && f32);
     // Two weight sets: the second must replace the first's bf16 copy.
     for (uint64_t seed : {71, 171})
@@ -499,6 +527,7 @@ TEST(PackedGemmModel, Bf16ManyRowsWithinTheRoundingBound) {
                       (std::ldexp(1.0, -8) + std::ldexp(1.0, -18)) * magnitude + 1e-6 * double(site.k) + 1e-6)
               << i << ", " << j;
         }
+    }
     }
   }
 }

@@ -71,8 +71,8 @@ using TaskFn = void (*)(const Params &p, int64_t b, int64_t h, int64_t i0, int64
 
 void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                 float *scratch, const TaskOut &out);   // attention_avx512.cpp (needs avx512f/vl/dq + fma)
-// The same with bf16 dot products (attention_avx512_bf16.cpp; needs AVX512-BF16): wide tiles only,
-// the rest on taskAvx512.
+// The same with bf16 dot products (attention_avx512_bf16.cpp; needs AVX512-BF16); odd or large
+// head_dim, and tasks whose keys the pack buffer cannot hold, on taskAvx512.
 void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                     float *scratch, const TaskOut &out);
 void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,

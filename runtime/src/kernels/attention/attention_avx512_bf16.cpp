@@ -279,7 +279,10 @@ void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i
                     float *scratch, const TaskOut &out) {
   const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
   const int64_t rows = i1 - i0;
-  // (head_dim <= 512: the copy of a value pair row in wideTaskBf16 fits the score tile's free half.)
+  // (head_dim <= 512: the copy of a value pair row in wideTaskBf16 fits the score tile's free half.
+  // lay.packs depends on the padded key count: past kPackMaxBytes of K/V, 8192 keys at head_dim
+  // 128, the f32 kernel takes over, so only sources of thousands of tokens can see a row's bits
+  // change with its block's padding.)
   if (p.headDim % 2 != 0 || p.headDim > (kKeyChunk / 2) * kLanes || !lay.packs)
     return taskAvx512(p, b, h, i0, i1, j0, j1, scratch, out);
   const View x(p, b, h);

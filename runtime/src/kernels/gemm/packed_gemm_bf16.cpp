@@ -76,7 +76,8 @@ void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs
 
 void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                               int64_t p0, int64_t p1, const Epilogue &e, float *y) {
-  // As the f32 body for up to 256 rows (the only products this kernel runs: decoder steps): panel
+  // As the f32 body for up to 256 rows, for every row count (inference entries run all their
+  // products here on CPUs without AMX; more rows are rare there, so no grouped order): panel
   // by panel, every row block over one panel, the next panel prefetched a slice per row block
   // meanwhile, so only the call's first panel waits on memory. Written out again rather than
   // shared as a template: one instantiated in both TUs (different ISA flags) could be merged by

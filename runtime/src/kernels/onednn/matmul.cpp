@@ -11,8 +11,8 @@
 // transpose, measured 1.2-2.4x faster than reading through `ba` for M >= 32 here. (The blocked
 // brgemm layouts need a static M in 2.6.)
 //
-// tfm.linear epilogue: the bias is the matmul bias ({1, N}); relu / gelu are eltwise post-ops
-// (gelu_erf). The residual cannot be a binary post-op: 2.6 rejects binary post-ops with run-time
+// tfm.linear epilogue on oneDNN (training entries, CPUs without AVX2): the bias is the matmul
+// bias ({1, N}); relu / gelu are eltwise post-ops (gelu_erf). The residual cannot be a binary post-op: 2.6 rejects binary post-ops with run-time
 // dims. Without an activation it is copied into the output and added by a sum post-op (the GEMM
 // accumulates onto it); after an activation ([eltwise, sum] falls back to oneDNN's reference
 // implementation) it is added by a vectorised loop after the GEMM.
@@ -88,6 +88,23 @@ public:
       return internalError(cat("weight_layout 'packed' needs a weight known before run() with a static shape, got '",
                                info.inputs[1]->name, "' ", shapeStr(b)));
     const memory::dim kd = k >= 0 ? k : kRT, nd = n >= 0 ? n : kRT;
+    avx512Panels_ = attention::cpuHasAvx512();
+    // GELU has no panel epilogue: inference entries apply it after the product (GeluAfter).
+    const bool panelActivation = act_ != Activation::Gelu || info.inferenceEntry;
+    fewRows_ = info.fewRowsGemm && packed_ && panelActivation && (avx512Panels_ || attention::cpuHasAvx2Fma());
+    fewRowsBf16_ = info.fewRowsGemm && bf16_ && panelActivation && gemm::cpuHasAvx512Bf16();
+    amx_ = fewRowsBf16_ && gemm::amxFits(k) && gemm::cpuHasAmxBf16();
+    // Inference entries run every row count on the panels: a row's bits then do not depend on
+    // how many rows share its call, so translations do not change with --batch,
+    // --max-batch-tokens or --workers (a decoder step has batch x beam rows, an encoder block
+    // sentences x longest source). oneDNN's gemm rounds differently from the panels, and
+    // differently again below ~16 rows (its gemv path). Such kernels create no oneDNN primitive.
+    const bool panelsOnly = info.inferenceEntry && (fewRows_ || fewRowsBf16_);
+    if (info.inferenceEntry) fewRowsMax_ = fewRowsMaxBf16_ = std::numeric_limits<int64_t>::max();
+    panelsFirst_ = panelsOnly && k > 0 && n > 0;
+    weightK_ = k;
+    weightN_ = n;
+    if (panelsOnly) return Status::OK();
     try {
       memory::desc srcMd({kRT, kd}, kF32, tag::ab);
       memory::desc plainWMd({kd, nd}, kF32, transposeB_ ? tag::ba : tag::ab);
@@ -120,21 +137,6 @@ public:
         }
         repacks_ = true;
       }
-      avx512Panels_ = attention::cpuHasAvx512();
-      // GELU has no panel epilogue: inference entries apply it after the product (geluRows).
-      const bool panelActivation = act_ != Activation::Gelu || info.inferenceEntry;
-      fewRows_ = info.fewRowsGemm && packed_ && panelActivation && (avx512Panels_ || attention::cpuHasAvx2Fma());
-      fewRowsBf16_ = info.fewRowsGemm && bf16_ && panelActivation && gemm::cpuHasAvx512Bf16();
-      amx_ = fewRowsBf16_ && gemm::amxFits(k) && gemm::cpuHasAmxBf16();
-      // Inference entries run every row count on the panels: a row's bits then do not depend on
-      // how many rows share its call, so translations do not change with --batch,
-      // --max-batch-tokens or --workers (a decoder step has batch x beam rows, an encoder block
-      // sentences x longest source). oneDNN's gemm rounds differently from the panels, and
-      // differently again below ~16 rows (its gemv path).
-      if (info.inferenceEntry) fewRowsMax_ = fewRowsMaxBf16_ = std::numeric_limits<int64_t>::max();
-      panelsFirst_ = (fewRows_ || fewRowsBf16_) && info.inferenceEntry && k > 0 && n > 0;
-      weightK_ = k;
-      weightN_ = n;
       if (bf16Primitive) {
         // x rows as the panel path's bf16 pairs: K rounded up to even (stride), zero-padded.
         memory::desc srcBf16({kRT, kd}, kBf16, memory::dims{2 * gemm::pairCount(k), 1});
@@ -163,8 +165,7 @@ public:
       // The bf16 primitive's weight copy is made on first use instead (shared, and a training
       // step refreshes the weights of every entry, most of which the next step does not run).
       std::lock_guard<std::mutex> lock(derivedMutex_);
-      // An inference entry's products have few rows (a decoder step's hypotheses, an encoder
-      // block): the panels, which they run on, now; oneDNN's copy at the first call with more.
+      // An inference entry's products all run on the panels: packed now, not at a first call.
       if (panelsFirst_ && fewRowsBf16_)
         ensureBf16PanelsLocked(a.inputs[1].as<float>(), weightK_, weightN_, a.weightsVersion);
       else if (panelsFirst_)
@@ -193,6 +194,10 @@ private:
     const int64_t m = rowsOf(C), k = A.dim(-1), n = C.dim(-1);
     if (m == 0 || n == 0) return Status::OK();
     const float *residual = hasResidual_ ? a.inputs[3].as<float>() : nullptr;
+    // An activation is applied before the residual is added, so the residual cannot be the
+    // output the product overwrites (the planner never gives a node an operand's memory).
+    if (residual == C.data && act_ != Activation::None)
+      return internalError(cat(name(), ": the residual is the output, with an activation"));
     if (k == 0) {  // empty contraction: oneDNN is not asked to handle it
       emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
       return Status::OK();
@@ -216,6 +221,7 @@ private:
                  k, n, a.weightsVersion);
       return Status::OK();
     }
+    if (!prim_) return internalError(cat(name(), ": ", m, " rows but no oneDNN primitive (panels only)"));
     try {
       // Packed by prepareWeights unless panelsFirst_; this also covers weights swapped without it.
       if (repacks_) {
@@ -261,15 +267,9 @@ private:
                        int64_t k, int64_t n, uint64_t version, void *scratch) const {
     const uint16_t *wBf16 = ctx_->bf16Weights.get(w, k * n, version);
     const int64_t kp = gemm::pairCount(k);
-    thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
-    pairsOfThread.resize(size_t(m * kp));
-    uint32_t *pairs = pairsOfThread.data();
-    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(k, 1));
-#pragma omp parallel for schedule(static) if (m * k >= (int64_t(1) << 16))
-    for (int64_t r = 0; r < m; r += chunk)
-      gemm::toBf16PairsAvx512Bf16(x + r * k, std::min(chunk, m - r), k, pairs + r * kp);
+    const uint32_t *pairs = toBf16Pairs(x, m, k);
     if (residual && act_ == Activation::None && residual != y) fast::copy(residual, y, size_t(m * n) * sizeof(float));
-    const memory src({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, pairs);
+    const memory src({{m, k}, kBf16, memory::dims{2 * kp, 1}}, ctx_->engine, const_cast<uint32_t *>(pairs));
     const memory wMem({{k, n}, kBf16, transposeB_ ? tag::ba : tag::ab}, ctx_->engine, const_cast<uint16_t *>(wBf16));
     runPrimitive(primBf16_, scratchpadBf16_, scratch, src, wMem, y, bias, m, n);
     if (residual && act_ != Activation::None) fast::add(y, residual, y, m * n);
@@ -281,7 +281,7 @@ private:
       std::lock_guard<std::mutex> lock(derivedMutex_);
       ensurePanelsLocked(w, k, n, version);
     }
-    const GeluAfter gelu(act_ == Activation::Gelu, residual, y, m, n);
+    const GeluAfter gelu(act_ == Activation::Gelu, residual, m, n);
     const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
     const float *packed = panels_.data<float>();
     if (avx512Panels_)
@@ -303,17 +303,11 @@ private:
 
   // GELU has no panel epilogue (inference entries only: training's gelu sites run oneDNN's
   // gelu_erf post-op): the product with its bias, then y = gelu(y) + residual row by row, each
-  // row alone so its bits do not depend on how many rows share the call. A residual that is the
-  // output itself is saved before the product overwrites it.
+  // row alone so its bits do not depend on how many rows share the call. (The residual is never
+  // the output: runProduct refuses that with an activation.)
   struct GeluAfter {
-    GeluAfter(bool on, const float *residual, const float *y, int64_t m, int64_t n)
-        : on(on), m(m), n(n), residualInEpilogue(on ? nullptr : residual), residual(residual) {
-      if (on && residual && residual == y) {
-        thread_local std::vector<float> savedOfThread;
-        savedOfThread.assign(residual, residual + m * n);
-        this->residual = savedOfThread.data();
-      }
-    }
+    GeluAfter(bool on, const float *residual, int64_t m, int64_t n)
+        : on(on), m(m), n(n), residualInEpilogue(on ? nullptr : residual), residual(residual) {}
     void apply(float *y) const {
       if (!on) return;
 #pragma omp parallel for schedule(static) if (m * n >= kParallelMinElements)
@@ -325,7 +319,7 @@ private:
     const bool on;
     const int64_t m, n;
     const float *const residualInEpilogue;
-    const float *residual;
+    const float *const residual;
   };
 
   // The f32 panels of weight w as of `version`, packed unless they are (under derivedMutex_):
@@ -356,6 +350,20 @@ private:
     fast::parallelPanels(gemm::panelCount(n, width), m * n * k, body);
   }
 
+  // x [m, k] rounded to bf16 pairs (K padded to even) in this thread's buffer, split over the
+  // threads by row chunks when large (each element is rounded alone: the same bits either way).
+  static const uint32_t *toBf16Pairs(const float *x, int64_t m, int64_t k) {
+    const int64_t kp = gemm::pairCount(k);
+    thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
+    pairsOfThread.resize(size_t(m * kp));
+    uint32_t *pairs = pairsOfThread.data();
+    const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(k, 1));
+#pragma omp parallel for schedule(static) if (m * k >= (int64_t(1) << 16))
+    for (int64_t r = 0; r < m; r += chunk)
+      gemm::toBf16PairsAvx512Bf16(x + r * k, std::min(chunk, m - r), k, pairs + r * kp);
+    return pairs;
+  }
+
   // bf16 operands: the weight packed as bf16 pairs once per weights version, x rounded per call.
   void runFewRowsBf16(const float *x, const float *w, const float *bias, const float *residual, float *y, int64_t m,
                       int64_t k, int64_t n, uint64_t version) const {
@@ -363,13 +371,10 @@ private:
       std::lock_guard<std::mutex> lock(derivedMutex_);
       ensureBf16PanelsLocked(w, k, n, version);
     }
-    thread_local std::vector<uint32_t> pairsOfThread;  // grown once per thread
-    pairsOfThread.resize(size_t(m * gemm::pairCount(k)));
-    gemm::toBf16PairsAvx512Bf16(x, m, k, pairsOfThread.data());
-    const GeluAfter gelu(act_ == Activation::Gelu, residual, y, m, n);
+    const uint32_t *pairs = toBf16Pairs(x, m, k);
+    const GeluAfter gelu(act_ == Activation::Gelu, residual, m, n);
     const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
-    const uint32_t *pairs = pairsOfThread.data();
     if (amx_)
       forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Amx(pairs, m, k, packed, n, p0, p1, e, y); });
     else
@@ -444,7 +449,8 @@ void registerDnnlMatmul(KernelRegistry &r) {
   r.add(key("tfm.matmul", Layout::Packed), makeGemm<false, true>);
   r.add(key("tfm.linear", Layout::Plain), makeGemm<true, false>);
   r.add(key("tfm.linear", Layout::Packed), makeGemm<true, true>);
-  // bf16 for few rows on AVX512-BF16 CPUs; larger products (and other CPUs) run the f32 path.
+  // bf16 panels on AVX512-BF16 CPUs (training's products over 256 rows: oneDNN's bf16 gemm);
+  // other CPUs run the f32 paths.
   r.add(key("tfm.matmul", Layout::PackedBf16), makeGemm<false, true, true>);
   r.add(key("tfm.linear", Layout::PackedBf16), makeGemm<true, true, true>);
 }
