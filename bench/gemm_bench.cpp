@@ -1,6 +1,7 @@
 // The decoder's per-step products, few rows against packed weights: tfmc's panel GEMM
 // (RuntimeOptions::few_rows_gemm, the default) vs oneDNN 2.6's run-time-M gemm (few_rows_gemm =
-// false), through tfmrt::Model::run on one-node artifacts, 2 threads.
+// false), through tfmrt::Model::run on one-node artifacts, 2 threads (GEMM_BENCH_THREADS=N: N;
+// fma_peak stays at 2).
 //
 // Shapes: M = rows (hypotheses per decoder step: 1, 8, 32, 128, 256), (K, N) of the small spec's
 // decoder: merged QKV 256 -> 768, out projections 256 -> 256, FFN 256 -> 1024 (relu) and
@@ -60,7 +61,14 @@ tfmrt::Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
   return t;
 }
 
-// Loads the artifact on 2 threads with the panel GEMM on or off, sets the weights and runs once
+// Threads of every GEMM row: 2, or GEMM_BENCH_THREADS (1 shows what the second thread adds).
+int benchThreads() {
+  const char *env = std::getenv("GEMM_BENCH_THREADS");
+  const int n = env ? std::atoi(env) : 2;
+  return n >= 1 && n <= 256 ? n : 2;
+}
+
+// Loads the artifact on benchThreads() threads with the panel GEMM on or off, sets the weights and runs once
 // (the first call packs the weights); null after reporting the error to the benchmark.
 // `noAmx`: the kernels are prepared under ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, so the bf16 panels
 // run on the AVX512-BF16 body and the int8 ones on the VNNI body on an AMX CPU (restored after;
@@ -70,7 +78,7 @@ std::unique_ptr<tfmrt::Model> loadAndWarm(benchmark::State &state, const tfmrt::
                                           const std::vector<tfmrt::Tensor> &in, std::vector<tfmrt::Tensor> &out,
                                           bool noAmx = false) {
   tfmrt::RuntimeOptions options;
-  options.num_threads = 2;
+  options.num_threads = benchThreads();
   options.few_rows_gemm = panel;
   std::unique_ptr<tfmrt::Model> model;
   const char *cap = std::getenv("ONEDNN_MAX_CPU_ISA");
@@ -247,7 +255,7 @@ void runWeightGrad(benchmark::State &state, int64_t n, int64_t k, bool fast) {
   const uint32_t dy = f.input("dy", DType::F32, {-1, n}), x = f.input("x", DType::F32, {-1, k});
   const uint32_t dw = f.op("tfm.weight_grad", {dy, x}, {n, k}, {});
   tfmrt::RuntimeOptions options;
-  options.num_threads = 2;
+  options.num_threads = benchThreads();
   options.fast_weight_grad = fast;
   std::unique_ptr<tfmrt::Model> model;
   tfmrt::Status st = tfmrt::Model::fromArtifact(f.finish(dw), options, model);
