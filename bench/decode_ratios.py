@@ -15,8 +15,9 @@ Also prints the GEMM FLOPs of both paths (from `translate --profile`'s work coun
 spec's dims, --spec) and so the speed-up if both ran at the same FLOP rate. With gemm_bench
 (--gemm-bench, default build/bin/gemm_bench when built; every round, between the translations)
 it also prints a floor under the cached run's time: its GEMM work alone at the rates gemm_bench
-measures for the same products on their own (the 19 GEMMs of a decode step at 128 rows and the
-15 of `encode` at 1024 positions, weights hot, nothing else running) -- no attention, softmax,
+measures for the same products on their own (the 19 GEMMs of a decode step at 128 rows, or
+256 / 512 when --batch x beam is nearer those, and the 15 of `encode` at 1024 positions, nothing
+else running) -- no attention, softmax,
 search or cache update -- and the speed-up that floor would allow against the full-prefix run;
 and the same at the box's FMA peak (fma_peak). The bound assumes the small spec's dims.
 
@@ -86,14 +87,24 @@ def spec_dims(path):
     return dims
 
 
-def gemm_rates(path):
-    """GFLOP/s of gemm_bench's decode-step sequence (128 rows), encode sequence (1024 positions)
-    and FMA peak, measured now."""
-    text = subprocess.run([path, "--benchmark_filter=^(decoder_step/panel/M:128|encoder_block/panel/M:1024|fma_peak)",
+STEP_ROWS = (128, 256, 512)  # gemm_bench's decoder_step rows this script picks from
+
+
+def step_rows(args, beam):
+    """gemm_bench's decode-step rows nearest the hypotheses a translator keeps in flight
+    (`tfmc translate`'s default: 128; with --batch N, N sentences x beam)."""
+    rows = args.batch * beam if args.batch else 128
+    return min(STEP_ROWS, key=lambda m: abs(m - rows))
+
+
+def gemm_rates(path, rows):
+    """GFLOP/s of gemm_bench's decode-step sequence (`rows` rows), encode sequence (1024
+    positions) and FMA peak, measured now."""
+    step = f"decoder_step/panel/M:{rows}"
+    text = subprocess.run([path, f"--benchmark_filter=^({step}|encoder_block/panel/M:1024|fma_peak)",
                            "--benchmark_min_time=0.2"], check=True, capture_output=True, text=True).stdout
     rate = {}
-    for key, name in (("step", "decoder_step/panel/M:128"), ("encode", "encoder_block/panel/M:1024"),
-                      ("peak", "fma_peak")):
+    for key, name in (("step", step), ("encode", "encoder_block/panel/M:1024"), ("peak", "fma_peak")):
         m = re.search(re.escape(name) + r"\S*\s.*GFLOP/s=([0-9.]+)", text)
         if not m:
             sys.exit(f"gemm_bench printed no {name} rate:\n{text}")
@@ -161,7 +172,7 @@ def main():
                     times[cache].append(secs)
                     info[cache] = (calls, bleu, open(out, encoding="utf-8").read())
                 if args.gemm_bench:
-                    rates.append(gemm_rates(args.gemm_bench))
+                    rates.append(gemm_rates(args.gemm_bench, step_rows(args, beam)))
             same = info[True][2] == info[False][2]
             n = info[True][2].count("\n")
             c, f = statistics.median(times[True]), statistics.median(times[False])
@@ -201,7 +212,8 @@ def main():
                 allowed = sorted(x / y for x, y in zip(times[False], floors))
                 at_peak = sorted(x / y for x, y in zip(times[False], peaks))
                 med = {k: statistics.median(r[k] for r in rates) for k in ("step", "encode", "peak")}
-                print(f"beam {beam}: GEMMs alone (gemm_bench, per round: decode step {med['step']:.0f}, encode "
+                print(f"beam {beam}: GEMMs alone (gemm_bench, per round: decode step at {step_rows(args, beam)} rows "
+                      f"{med['step']:.0f}, encode "
                       f"{med['encode']:.0f}, FMA peak {med['peak']:.0f} GFLOP/s): the cached run's GEMM work takes >= "
                       f"{statistics.median(floors):.2f} s, so its speed-up is <= {allowed[0]:.2f}-{allowed[-1]:.2f}x "
                       f"with nothing but its GEMMs; at the FMA peak (>= {statistics.median(peaks):.2f} s) "

@@ -295,6 +295,8 @@ const int kRegistered = [] {
         ->Arg(32)
         ->Arg(115)
         ->Arg(128)
+        ->Arg(256)
+        ->Arg(512)
         ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("encoder_block/panel", runEncoderBlock)->ArgName("M")->Arg(1024)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("fma_peak", runFmaPeak)->Unit(benchmark::kMicrosecond)->UseRealTime();
