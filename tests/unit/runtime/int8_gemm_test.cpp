@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "kernels/gemm/packed_gemm_int8.h"
@@ -305,9 +306,11 @@ TEST(Int8GemmModel, PathsBatchIndependenceAndBoundOfF32) {
       for (const Path &path : paths) {
         SCOPED_TRACE(::testing::Message() << site.what << ", weights " << seed << ", TFMC_INT8_ISA "
                                           << (path.isa ? path.isa : "unset"));
-        if (path.isa) ::setenv("TFMC_INT8_ISA", path.isa, 1);
-        auto int8 = loadModel(artifact("packed_int8"), KernelBackend::Dnnl, 2);
-        ::unsetenv("TFMC_INT8_ISA");
+        auto int8 = [&] {
+          std::optional<ScopedEnv> isa;
+          if (path.isa) isa.emplace("TFMC_INT8_ISA", path.isa);
+          return loadModel(artifact("packed_int8"), KernelBackend::Dnnl, 2);
+        }();
         ASSERT_TRUE(int8);
         ASSERT_OK(int8->setWeights(weights));
         std::vector<Tensor> all;

@@ -190,8 +190,7 @@ TEST(PackedGemmAmx, MatchesThePlainBodyOnEveryBlockAndTail) {
 // ONEDNN_MAX_CPU_ISA as oneDNN 2.6 reads it: its names in any case cap; unset, empty or unknown
 // values do not (a garbage or empty value turned bf16 off while oneDNN ran uncapped).
 TEST(PackedGemmBf16, IsaCapReadAsOneDnnReadsIt) {
-  const char *saved = std::getenv("ONEDNN_MAX_CPU_ISA");
-  const std::string savedValue = saved ? saved : "";
+  ScopedEnv restore("ONEDNN_MAX_CPU_ISA", "");  // the outer value comes back at the end
   ::unsetenv("ONEDNN_MAX_CPU_ISA");
   const bool bf16 = gemm::cpuHasAvx512Bf16(), amx = gemm::amxAllowed("bf16");
   for (const char *value : {"garbage", "", "avx512_core_bf16", "ALL", "AVX512_CORE_AMX", "avx512_core_amx"}) {
@@ -210,8 +209,6 @@ TEST(PackedGemmBf16, IsaCapReadAsOneDnnReadsIt) {
   ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
   EXPECT_FALSE(gemm::amxAllowed("bf16"));
   EXPECT_EQ(gemm::cpuHasAvx512Bf16(), bf16);
-  if (saved) ::setenv("ONEDNN_MAX_CPU_ISA", savedValue.c_str(), 1);
-  else ::unsetenv("ONEDNN_MAX_CPU_ISA");
 }
 
 TEST(PackedGemmBf16, RoundsToNearestEven) {

@@ -84,7 +84,7 @@ void product(const uint8_t *x, int64_t xStride, int64_t steps, const uint8_t *pa
 
 // The C tiles as 32 x 32 four-byte elements (f32 or int32), rows 128 bytes apart. (The tile
 // intrinsics paste their tile numbers into the instruction text, so they cannot be template
-// parameters: the two products above are written out.)
+// parameters: product() above names every tile literally, for one and for two row tiles.)
 template <bool Two>
 void storeC(void *buf) {
   uint8_t *c = static_cast<uint8_t *>(buf);

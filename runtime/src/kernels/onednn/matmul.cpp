@@ -37,7 +37,6 @@
 // even, as the panel path). Without the ISA both run the f32 paths above.
 #include <omp.h>
 
-#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -89,7 +88,7 @@ public:
                                info.inputs[1]->name, "' ", shapeStr(b)));
     const memory::dim kd = k >= 0 ? k : kRT, nd = n >= 0 ? n : kRT;
     avx512Panels_ = attention::cpuHasAvx512();
-    // GELU has no panel epilogue: inference entries apply it after the product (GeluAfter).
+    // GELU has no panel epilogue: inference entries apply it after the product (geluRows).
     const bool panelActivation = act_ != Activation::Gelu || info.inferenceEntry;
     fewRows_ = info.fewRowsGemm && packed_ && panelActivation && (avx512Panels_ || attention::cpuHasAvx2Fma());
     fewRowsBf16_ = info.fewRowsGemm && bf16_ && panelActivation && gemm::cpuHasAvx512Bf16();
@@ -99,12 +98,10 @@ public:
     // --max-batch-tokens or --workers (a decoder step has batch x beam rows, an encoder block
     // sentences x longest source). oneDNN's gemm rounds differently from the panels, and
     // differently again below ~16 rows (its gemv path). Such kernels create no oneDNN primitive.
-    const bool panelsOnly = info.inferenceEntry && (fewRows_ || fewRowsBf16_);
-    if (info.inferenceEntry) fewRowsMax_ = fewRowsMaxBf16_ = std::numeric_limits<int64_t>::max();
-    panelsFirst_ = panelsOnly && k > 0 && n > 0;
+    panelsOnly_ = info.inferenceEntry && (fewRows_ || fewRowsBf16_);
     weightK_ = k;
     weightN_ = n;
-    if (panelsOnly) return Status::OK();
+    if (panelsOnly_) return Status::OK();
     try {
       memory::desc srcMd({kRT, kd}, kF32, tag::ab);
       memory::desc plainWMd({kd, nd}, kF32, transposeB_ ? tag::ba : tag::ab);
@@ -166,9 +163,10 @@ public:
       // step refreshes the weights of every entry, most of which the next step does not run).
       std::lock_guard<std::mutex> lock(derivedMutex_);
       // An inference entry's products all run on the panels: packed now, not at a first call.
-      if (panelsFirst_ && fewRowsBf16_)
+      const bool packNow = panelsOnly_ && weightK_ > 0 && weightN_ > 0;
+      if (packNow && fewRowsBf16_)
         ensureBf16PanelsLocked(a.inputs[1].as<float>(), weightK_, weightN_, a.weightsVersion);
-      else if (panelsFirst_)
+      else if (packNow)
         ensurePanelsLocked(a.inputs[1].as<float>(), weightK_, weightN_, a.weightsVersion);
       else if (repacks_)
         repack(a.inputs[1].data, a.weightsVersion);
@@ -202,7 +200,7 @@ private:
       emptyContraction(linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m, n);
       return Status::OK();
     }
-    if (fewRowsBf16_ && m <= fewRowsMaxBf16_) {
+    if (fewRowsBf16_ && (panelsOnly_ || m <= kFewRowsMax)) {
       runFewRowsBf16(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(),
                      m, k, n, a.weightsVersion);
       return Status::OK();
@@ -216,14 +214,14 @@ private:
       }
       return Status::OK();
     }
-    if (fewRows_ && m <= fewRowsMax_) {
+    if (fewRows_ && (panelsOnly_ || m <= kFewRowsMax)) {
       runFewRows(A.as<float>(), B.as<float>(), linear_ ? a.inputs[2].as<float>() : nullptr, residual, C.as<float>(), m,
                  k, n, a.weightsVersion);
       return Status::OK();
     }
     if (!prim_) return internalError(cat(name(), ": ", m, " rows but no oneDNN primitive (panels only)"));
     try {
-      // Packed by prepareWeights unless panelsFirst_; this also covers weights swapped without it.
+      // Packed by prepareWeights; this also covers weights swapped without it.
       if (repacks_) {
         std::lock_guard<std::mutex> lock(derivedMutex_);
         if (packedVersion_ != a.weightsVersion || packedFrom_ != B.data) repack(B.data, a.weightsVersion);
@@ -281,8 +279,7 @@ private:
       std::lock_guard<std::mutex> lock(derivedMutex_);
       ensurePanelsLocked(w, k, n, version);
     }
-    const GeluAfter gelu(act_ == Activation::Gelu, residual, m, n);
-    const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
+    const gemm::Epilogue e = epilogue(bias, residual);
     const float *packed = panels_.data<float>();
     if (avx512Panels_)
       forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx512(x, m, k, packed, n, p0, p1, e, y); });
@@ -290,37 +287,29 @@ private:
       forPanelRanges(
           m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsAvx2(x, m, k, packed, n, p0, p1, e, y); },
           gemm::kAvx2PanelCols);
-    gelu.apply(y);
+    if (act_ == Activation::Gelu) geluRows(y, residual, m, n);
   }
 
+  // The panels' epilogue: bias, relu, residual (with GELU the residual waits for geluRows).
   gemm::Epilogue epilogue(const float *bias, const float *residual) const {
     gemm::Epilogue e;
     e.bias = bias;
-    e.residual = residual;
+    e.residual = act_ == Activation::Gelu ? nullptr : residual;
     e.relu = act_ == Activation::Relu;
     return e;
   }
 
   // GELU has no panel epilogue (inference entries only: training's gelu sites run oneDNN's
-  // gelu_erf post-op): the product with its bias, then y = gelu(y) + residual row by row, each
+  // gelu_erf post-op): after the product with its bias, y = gelu(y) + residual row by row, each
   // row alone so its bits do not depend on how many rows share the call. (The residual is never
   // the output: runProduct refuses that with an activation.)
-  struct GeluAfter {
-    GeluAfter(bool on, const float *residual, int64_t m, int64_t n)
-        : on(on), m(m), n(n), residualInEpilogue(on ? nullptr : residual), residual(residual) {}
-    void apply(float *y) const {
-      if (!on) return;
+  static void geluRows(float *y, const float *residual, int64_t m, int64_t n) {
 #pragma omp parallel for schedule(static) if (m * n >= kParallelMinElements)
-      for (int64_t i = 0; i < m; ++i) {
-        fast::geluSpan(y + i * n, y + i * n, n);
-        if (residual) fast::addSpan(y + i * n, residual + i * n, y + i * n, n);
-      }
+    for (int64_t i = 0; i < m; ++i) {
+      fast::geluSpan(y + i * n, y + i * n, n);
+      if (residual) fast::addSpan(y + i * n, residual + i * n, y + i * n, n);
     }
-    const bool on;
-    const int64_t m, n;
-    const float *const residualInEpilogue;
-    const float *const residual;
-  };
+  }
 
   // The f32 panels of weight w as of `version`, packed unless they are (under derivedMutex_):
   // by prepareWeights for inference entries, else by the first few-rows call of a version
@@ -372,15 +361,14 @@ private:
       ensureBf16PanelsLocked(w, k, n, version);
     }
     const uint32_t *pairs = toBf16Pairs(x, m, k);
-    const GeluAfter gelu(act_ == Activation::Gelu, residual, m, n);
-    const gemm::Epilogue e = epilogue(bias, gelu.residualInEpilogue);
+    const gemm::Epilogue e = epilogue(bias, residual);
     const uint16_t *packed = panelsBf16_.data<uint16_t>();
     if (amx_)
       forPanelRanges(m, k, n, [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Amx(pairs, m, k, packed, n, p0, p1, e, y); });
     else
       forPanelRanges(m, k, n,
                      [&](int64_t p0, int64_t p1) { gemm::gemmPanelsBf16Avx512Bf16(pairs, m, k, packed, n, p0, p1, e, y); });
-    gelu.apply(y);
+    if (act_ == Activation::Gelu) geluRows(y, residual, m, n);
   }
 
   // x W^T over K = 0 is zero: y = act(bias) + residual (linear) or 0 (matmul).
@@ -396,7 +384,6 @@ private:
 
   const bool linear_, packed_, bf16_;
   bool amx_ = false;  // the bf16 panels run on the AMX body (gemm::cpuHasAmxBf16, amxFits)
-  int64_t fewRowsMaxBf16_ = kFewRowsMax;
   bool logSoftmax_ = false;  // tfm.matmul {log_softmax}
   CpuDevice *ctx_ = nullptr;
   bool transposeB_ = false;
@@ -419,9 +406,10 @@ private:
   // The few-rows paths' packed copies, made from the plain weight (same rules as packedW_): f32
   // panels or bf16 pairs (a kernel uses one of the two, so they share the version fields).
   bool fewRows_ = false, fewRowsBf16_ = false;
-  int64_t fewRowsMax_ = kFewRowsMax;  // f32 panel GEMM up to this many rows
   bool avx512Panels_ = false;  // else the AVX2 body (same bits)
-  bool panelsFirst_ = false;   // prepareWeights packs the (f32 or bf16) panels, not oneDNN's copy (inference entries)
+  // Inference entries: every row count on the panels (packed by prepareWeights), no oneDNN
+  // primitive; training entries: the panels up to kFewRowsMax rows.
+  bool panelsOnly_ = false;
   int64_t weightK_ = 0, weightN_ = 0;
   mutable Tensor panels_, panelsBf16_;
   mutable uint64_t panelsVersion_ = ~uint64_t(0);
