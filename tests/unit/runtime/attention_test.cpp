@@ -238,6 +238,57 @@ std::vector<Case> flashCases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttention, ::testing::ValuesIn(flashCases()),
                          [](const ::testing::TestParamInfo<Case> &info) { return caseName(info.param); });
 
+// Every kernel this CPU has, bf16 included.
+std::vector<att::Impl> kernelsWithBf16() {
+  std::vector<att::Impl> kernels = impls();
+  if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) kernels.push_back(att::Impl::Avx512Bf16);
+  return kernels;
+}
+
+// A batch whose last sequence is the one under test: sequence b is row (rows of q/k/v) - batch + b
+// of q, k, v ([*, maxS, H * D]), each padded to Sq queries and Sk keys; the last keeps its first
+// L keys, the others keep all.
+struct PaddedBatch {
+  const Tensor &q, &k, &v;
+  int64_t heads, headDim, batch, sq, sk, L, rows;  // rows: how many output rows to return
+  bool causal;
+};
+
+// The first `rows` output rows of the batch's last sequence.
+std::vector<float> lastSequenceRows(att::Impl impl, const PaddedBatch &c, int threads, int splitTasks = -1) {
+  const int64_t HD = c.heads * c.headDim, maxS = c.q.shape[1], from0 = c.q.shape[0] - c.batch;
+  Tensor qs(DType::F32, {c.batch, c.sq, HD}), ks(DType::F32, {c.batch, c.sk, HD}), vs(DType::F32, {c.batch, c.sk, HD}),
+      keep(DType::Bool, {c.batch, c.sk}), out(DType::F32, {c.batch, c.sq, HD});
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t from = (from0 + b) * maxS * HD;
+    std::memcpy(qs.data<float>() + b * c.sq * HD, c.q.data<float>() + from, size_t(c.sq * HD) * sizeof(float));
+    std::memcpy(ks.data<float>() + b * c.sk * HD, c.k.data<float>() + from, size_t(c.sk * HD) * sizeof(float));
+    std::memcpy(vs.data<float>() + b * c.sk * HD, c.v.data<float>() + from, size_t(c.sk * HD) * sizeof(float));
+    for (int64_t j = 0; j < c.sk; ++j) keep.data<uint8_t>()[b * c.sk + j] = b < c.batch - 1 || j < c.L ? 1 : 0;
+  }
+  att::Params p;
+  p.batch = c.batch;
+  p.sq = c.sq;
+  p.sk = c.sk;
+  p.heads = c.heads;
+  p.headDim = c.headDim;
+  p.causal = c.causal;
+  p.scale = 0.125f;
+  p.qWidth = p.kWidth = p.vWidth = HD;
+  p.q = qs.data<float>();
+  p.k = ks.data<float>();
+  p.v = vs.data<float>();
+  p.keep = keep.data<uint8_t>();
+  p.out = out.data<float>();
+  att::Workspace ws;
+  att::DriverOptions opts;
+  opts.threads = threads;
+  opts.splitTasks = splitTasks;
+  att::run(impl, p, ws, opts);
+  const float *first = out.data<float>() + (c.batch - 1) * c.sq * HD;
+  return std::vector<float>(first, first + c.rows * HD);
+}
+
 // A sequence's rows do not depend on how far it is padded (an encoder block pads every source to
 // its longest, a full-prefix decoder batch every prefix), on the other sequences beside it, or on
 // the thread count: real lengths 1-3 (tiles of 1-3 rows), 5, 33-35 (a last tile of 1-3 rows) and
@@ -246,43 +297,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttention, ::testing::ValuesIn(flashCases(
 // differently.
 TEST(FlashAttention, RowsDoNotDependOnPaddingOrBatch) {
   constexpr int64_t H = 2, D = 64, HD = H * D, kMaxS = 104;
-  std::vector<att::Impl> kernels = impls();
-  if (gemm::cpuHasAvx512Bf16() && att::cpuHasAvx512()) kernels.push_back(att::Impl::Avx512Bf16);
   const Tensor q = randomF32({3, kMaxS, HD}, 91), k = randomF32({3, kMaxS, HD}, 92), v = randomF32({3, kMaxS, HD}, 93);
-  for (const att::Impl impl : kernels)
+  for (const att::Impl impl : kernelsWithBf16())
     for (const bool causal : {false, true})
       for (const int64_t L : {1, 2, 3, 5, 33, 34, 35, 64}) {
-        // The output rows of the last sequence of `batch` (each padded to S): it keeps its first L
-        // keys, the others keep all S.
+        // The last sequence of `batch` (each padded to S) keeps its first L keys.
         auto run = [&](int64_t batch, int64_t S, int threads) {
-          Tensor qs(DType::F32, {batch, S, HD}), ks(DType::F32, {batch, S, HD}), vs(DType::F32, {batch, S, HD}),
-              keep(DType::Bool, {batch, S}), out(DType::F32, {batch, S, HD});
-          for (int64_t b = 0; b < batch; ++b) {
-            const int64_t from = 3 - batch + b;  // the real sequence is always q/k/v's batch row 2
-            for (const auto &[src, dst] : {std::pair{&q, &qs}, std::pair{&k, &ks}, std::pair{&v, &vs}})
-              std::memcpy(dst->data<float>() + b * S * HD, src->data<float>() + from * kMaxS * HD,
-                          size_t(S * HD) * sizeof(float));
-            for (int64_t j = 0; j < S; ++j) keep.data<uint8_t>()[b * S + j] = b < batch - 1 || j < L ? 1 : 0;
-          }
-          att::Params p;
-          p.batch = batch;
-          p.sq = p.sk = S;
-          p.heads = H;
-          p.headDim = D;
-          p.causal = causal;
-          p.scale = 0.125f;
-          p.qWidth = p.kWidth = p.vWidth = HD;
-          p.q = qs.data<float>();
-          p.k = ks.data<float>();
-          p.v = vs.data<float>();
-          p.keep = keep.data<uint8_t>();
-          p.out = out.data<float>();
-          att::Workspace ws;
-          att::DriverOptions opts;
-          opts.threads = threads;
-          att::run(impl, p, ws, opts);
-          std::vector<float> rows(out.data<float>() + (batch - 1) * S * HD, out.data<float>() + ((batch - 1) * S + L) * HD);
-          return rows;
+          return lastSequenceRows(impl, PaddedBatch{q, k, v, H, D, batch, S, S, L, L, causal}, threads);
         };
         const std::vector<float> alone = run(1, L, 1);
         for (const int64_t pad : {1, 2, 3, 13, 29, 31, 40})
@@ -330,6 +351,50 @@ TEST(FlashAttentionSplits, AnySplitCountMerges) {
         EXPECT_TRUE(allClose(prob.runFlash(impl, opts), ref, 2e-5, 2e-4))
             << att::implName(impl) << " causal " << causal << " splitK " << splitK;
       }
+  }
+}
+
+// Past kSplitKeys keys a row's sums are taken in fixed key ranges: its bits depend on neither how
+// far its sequence is padded, nor the batch beside it, nor the thread count, nor whether the
+// ranges run as tasks of their own. Queries of a cross-attention (16 rows: one tile, so at 2+
+// threads a batch of one has too few tasks and the ranges become tasks) against 300-1100 real
+// keys, and a causal self-attention of 520-700 positions; on every kernel this CPU has. The ranges
+// were once chosen by load (threads and batch), and such rows changed in the last bits.
+TEST(FlashAttentionSplits, LongRowsDoNotDependOnPaddingBatchOrThreads) {
+  constexpr int64_t H = 2, D = 64, HD = H * D, kMaxS = 1400;
+  const Tensor q = randomF32({2, kMaxS, HD}, 81), k = randomF32({2, kMaxS, HD}, 82), v = randomF32({2, kMaxS, HD}, 83);
+  for (const att::Impl impl : kernelsWithBf16()) {
+    for (const int64_t L : {300, 512, 513, 700, 1100}) {
+      auto run = [&](int64_t batch, int64_t pad, int threads, int splitTasks) {
+        return lastSequenceRows(impl, PaddedBatch{q, k, v, H, D, batch, 16, L + pad, L, 16, false}, threads, splitTasks);
+      };
+      const std::vector<float> alone = run(1, 0, 1, -1);
+      for (const int64_t pad : {0, 13, 300})
+        for (const int64_t batch : {1, 2})
+          for (const int threads : {1, 2, 3, 8})
+            for (const int splitTasks : {-1, 0, 1}) {
+              SCOPED_TRACE(::testing::Message() << att::implName(impl) << ", cross-attention over " << L
+                                                << " keys padded by " << pad << ", batch " << batch << ", "
+                                                << threads << " threads, splitTasks " << splitTasks);
+              const std::vector<float> got = run(batch, pad, threads, splitTasks);
+              ASSERT_EQ(0, std::memcmp(got.data(), alone.data(), alone.size() * sizeof(float)));
+            }
+    }
+    for (const int64_t L : {520, 700}) {
+      auto run = [&](int64_t batch, int64_t pad, int threads, int splitTasks) {
+        return lastSequenceRows(impl, PaddedBatch{q, k, v, H, D, batch, L + pad, L + pad, L, L, true}, threads, splitTasks);
+      };
+      const std::vector<float> alone = run(1, 0, 1, -1);
+      for (const int64_t pad : {0, 200})
+        for (const int64_t batch : {1, 2})
+          for (const int threads : {1, 2, 8}) {
+            SCOPED_TRACE(::testing::Message() << att::implName(impl) << ", causal self-attention over " << L
+                                              << " positions padded by " << pad << ", batch " << batch << ", "
+                                              << threads << " threads");
+            const std::vector<float> got = run(batch, pad, threads, 1);
+            ASSERT_EQ(0, std::memcmp(got.data(), alone.data(), alone.size() * sizeof(float)));
+          }
+    }
   }
 }
 

@@ -47,8 +47,9 @@ constexpr int64_t kKeyChunk = 64;    // visible keys per online-softmax step
 constexpr int64_t kPackMaxBytes = int64_t(8) << 20;
 
 // Per-thread scratch, in floats from the thread's 64-byte aligned base: tile buffers, a list of
-// the task's visible keys (index + K/V row pointers), packed K/V rows. Depends on head_dim and Sk
-// only, so the driver and the kernels agree on it.
+// the task's visible keys (index + K/V row pointers), packed K/V rows. Depends on head_dim and the
+// task's key range [j0, j1) only (keys = j1 - j0), so the driver (at its longest range) and the
+// kernels agree on it.
 struct ScratchLayout {
   size_t list = 0;   // offset of the key list: int32 idx[Sk], then const float *krow[Sk], *vrow[Sk]
   size_t pack = 0;   // offset of packed K rows [Sk][roundUp16(D)], then V rows (if `packs`)
@@ -83,11 +84,19 @@ bool cpuHasAvx512();  // avx512f/vl/dq and fma, checked at run time
 bool cpuHasAvx2Fma();  // avx2 and fma: the kernels for CPUs without AVX-512
 const char *implName(Impl impl);
 
+// Keys past this many are taken in ranges of this many (from key 0), each range's partial softmax
+// state merged afterwards in range order. Fixed, not chosen by load: a row's sums then depend on
+// neither how far its sequence is padded, nor the batch, nor the thread count.
+constexpr int64_t kSplitKeys = 512;
+
 // Knobs of the driver; defaults are what the runtime uses. Tests force split-K with them.
 struct DriverOptions {
   int threads = 0;       // 0 = omp_get_max_threads()
-  int64_t splitK = 0;    // key-range splits per task; 0 = automatic
+  int64_t splitK = 0;    // key ranges (of equal size); 0 = automatic: ranges of kSplitKeys
   int64_t tilesPerTask = 0;  // query tiles per task; 0 = automatic
+  // Key ranges as tasks of their own (1) or in turn inside their query task (0); -1 = automatic:
+  // own tasks when the query tasks alone cannot keep every thread busy. Same bits either way.
+  int splitTasks = -1;
 };
 
 // Grow-only per-call buffers owned by the kernel (steady-state runs do not allocate).
@@ -106,15 +115,16 @@ private:
 struct RunPlan {
   int workers = 0;  // 0: nothing to do (an empty dimension)
   int64_t rowsPerTask = 0, nRanges = 0, groups = 0, splits = 1, keysPerSplit = 0, nTasks = 0;
+  bool splitTasks = false;  // with splits > 1: a task per (group, key range), else per group
   size_t perThread = 0, perPartial = 0, totalFloats = 0;
 };
 RunPlan planRun(const Params &p, const DriverOptions &opts = {});
 // Workspace bytes run() needs for these shapes (p's pointers are not read).
 size_t workspaceBytes(const Params &p, const DriverOptions &opts = {});
 
-// Runs the whole op: tasks over (b, h, query tile[, key split]) in an OpenMP loop, then merges
-// key splits. A B*H too small to occupy every thread with long keys (Sq = 1 decoding) is split
-// along the keys, and the partial softmax states are merged (flash-decoding).
+// Runs the whole op: tasks over (b, h, query tile[, key range]) in an OpenMP loop, then merges
+// the key ranges' partial softmax states (flash-decoding). Key ranges are tasks of their own when
+// B*H is too small to occupy every thread (Sq = 1 decoding against long keys).
 void run(Impl impl, const Params &p, Workspace &ws, const DriverOptions &opts = {});
 // The same with a plan from planRun and a caller-owned, 64-byte aligned workspace of at least
 // plan.totalFloats floats.

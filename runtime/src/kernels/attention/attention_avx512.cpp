@@ -160,13 +160,13 @@ struct KeyList {
 
 // Gathers the visible keys of [j0, j1) into the scratch key list; with `pack`, also copies their
 // K and V rows into contiguous [n][roundUp16(D)] buffers (see kPackMaxBytes).
-KeyList buildKeyList(const View &x, int64_t sk, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay,
+KeyList buildKeyList(const View &x, int64_t capacity, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay,
                      bool pack) {
   int32_t *idx = reinterpret_cast<int32_t *>(scratch + lay.list);
-  const float **krow = reinterpret_cast<const float **>(scratch + lay.list + roundUp16(sk));
-  const float **vrow = krow + sk;
+  const float **krow = reinterpret_cast<const float **>(scratch + lay.list + roundUp16(capacity));
+  const float **vrow = krow + capacity;
   const int64_t D = x.D, Dp = roundUp16(D);
-  float *kp = scratch + lay.pack, *vp = kp + sk * Dp;
+  float *kp = scratch + lay.pack, *vp = kp + capacity * Dp;
   int64_t n = 0;
   for (int64_t j = maxI(j0, 0); j < j1; ++j) {
     if (!x.keep[j]) continue;
@@ -232,9 +232,9 @@ void taskAvx512(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, i
                 float *scratch, const TaskOut &out) {
   const int64_t rows = i1 - i0;
   const View x(p, b, h);
-  const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
+  const ScratchLayout lay = scratchLayout(p.headDim, j1 - j0);
   // Packing costs one read + write of the K/V rows: worth it once several tiles reuse them.
-  const KeyList keys = buildKeyList(x, p.sk, j0, j1, scratch, lay, lay.packs && rows > kQueryTile);
+  const KeyList keys = buildKeyList(x, j1 - j0, j0, j1, scratch, lay, lay.packs && rows > kQueryTile);
   for (int64_t t = 0; t < rows; t += kQueryTile) {
     const int64_t n = minI(kQueryTile, rows - t);
     const TaskOut sub{out.o + t * out.oStride, out.oStride, out.m ? out.m + t : nullptr, out.m ? out.l + t : nullptr};

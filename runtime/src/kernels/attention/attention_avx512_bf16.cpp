@@ -84,7 +84,7 @@ struct Bf16Keys {
   int64_t n;
 };
 
-Bf16Keys packKeysBf16(const View &x, int64_t sk, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay) {
+Bf16Keys packKeysBf16(const View &x, int64_t j0, int64_t j1, float *scratch, const ScratchLayout &lay) {
   int32_t *idx = reinterpret_cast<int32_t *>(scratch + lay.list);
   int64_t n = 0;
   for (int64_t j = maxI(j0, 0); j < j1; ++j)
@@ -277,16 +277,15 @@ void wideTaskBf16(const Params &p, const View &x, int64_t i0, int64_t rows, cons
 
 void taskAvx512Bf16(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                     float *scratch, const TaskOut &out) {
-  const ScratchLayout lay = scratchLayout(p.headDim, p.sk);
+  const ScratchLayout lay = scratchLayout(p.headDim, j1 - j0);
   const int64_t rows = i1 - i0;
   // (head_dim <= 512: the copy of a value pair row in wideTaskBf16 fits the score tile's free half.
-  // lay.packs depends on the padded key count: past kPackMaxBytes of K/V, 8192 keys at head_dim
-  // 128, the f32 kernel takes over, so only sources of thousands of tokens can see a row's bits
-  // change with its block's padding.)
+  // lay.packs depends on the task's key range, at most kSplitKeys keys unless a test forces
+  // splits, so it holds for every head_dim up to 2048.)
   if (p.headDim % 2 != 0 || p.headDim > (kKeyChunk / 2) * kLanes || !lay.packs)
     return taskAvx512(p, b, h, i0, i1, j0, j1, scratch, out);
   const View x(p, b, h);
-  const Bf16Keys keys = packKeysBf16(x, p.sk, j0, j1, scratch, lay);
+  const Bf16Keys keys = packKeysBf16(x, j0, j1, scratch, lay);
   for (int64_t t = 0; t < rows; t += kQueryTile) {
     const int64_t n = minI(kQueryTile, rows - t);
     const TaskOut sub{out.o + t * out.oStride, out.oStride, out.m ? out.m + t : nullptr, out.m ? out.l + t : nullptr};

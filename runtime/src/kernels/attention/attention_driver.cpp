@@ -20,8 +20,6 @@ namespace {
 // beats an OpenMP region: fork/join costs microseconds and stalls for milliseconds on a busy box.
 // 2^20 is ~20 us of the kernels' query-lane tiles.
 constexpr int64_t kParallelMinMacs = int64_t(1) << 20;
-// A key split shorter than this does not pay for its partial state and the merge.
-constexpr int64_t kMinSplitKeys = 256;
 // Enough tasks per thread that dynamic scheduling evens out causal / padded tiles.
 constexpr int64_t kTasksPerThread = 4;
 
@@ -94,21 +92,24 @@ RunPlan planRun(const Params &p, const DriverOptions &opts) {
   r.nRanges = (nQt + tilesPerTask - 1) / tilesPerTask;  // tasks per (b, h)
   r.groups = B * H * r.nRanges;
 
-  // Key splits (flash-decoding): when the groups cannot keep every thread busy, e.g. a decoder
-  // step with Sq = 1 and small B*H against a long cache, each group's keys are cut into ranges
-  // whose partial softmax states are merged afterwards.
-  int64_t splits = opts.splitK;
-  if (splits <= 0) {
-    splits = 1;
-    if (parallel && r.groups < kTasksPerThread * threads && Sk >= 2 * kMinSplitKeys)
-      splits = std::min((kTasksPerThread * threads + r.groups - 1) / r.groups, Sk / kMinSplitKeys);
+  // Key ranges (flash-decoding): keys past kSplitKeys are cut into ranges of that many, whose
+  // partial softmax states are merged afterwards. The cut depends on Sk alone; it raises the task
+  // count (a task per range) only when the groups cannot keep every thread busy, e.g. a decoder
+  // step with Sq = 1 and small B*H against long keys.
+  if (opts.splitK > 0) {
+    r.splits = std::min(opts.splitK, std::max<int64_t>(Sk, 1));
+    r.keysPerSplit = (Sk + r.splits - 1) / r.splits;
+  } else {
+    r.splits = Sk > kSplitKeys ? (Sk + kSplitKeys - 1) / kSplitKeys : 1;
+    r.keysPerSplit = r.splits > 1 ? kSplitKeys : Sk;
   }
-  r.splits = std::max<int64_t>(1, std::min(splits, std::max<int64_t>(Sk, 1)));
-  r.keysPerSplit = (Sk + r.splits - 1) / r.splits;
-  r.perThread = scratchLayout(D, Sk).total;
+  r.splitTasks = r.splits > 1 && (opts.splitTasks >= 0 ? opts.splitTasks == 1 : parallel && r.groups < kTasksPerThread * threads);
+  r.perThread = scratchLayout(D, r.keysPerSplit).total;
   r.perPartial = roundUp16(size_t(r.rowsPerTask * D + 2 * r.rowsPerTask));
-  r.nTasks = r.groups * r.splits;
-  r.totalFloats = r.perThread * size_t(r.workers) + (r.splits > 1 ? r.perPartial * size_t(r.nTasks) : 0);
+  r.nTasks = r.splitTasks ? r.groups * r.splits : r.groups;
+  // Partial states: every task's (tasks per range), or each thread's current group's.
+  const size_t partials = r.splits == 1 ? 0 : r.splitTasks ? size_t(r.nTasks) : size_t(r.splits) * size_t(r.workers);
+  r.totalFloats = r.perThread * size_t(r.workers) + r.perPartial * partials;
   return r;
 }
 
@@ -140,51 +141,60 @@ void runPlanned(Impl impl, const Params &p, const RunPlan &plan, float *base) {
     i0 = range * rowsPerTask;
     i1 = std::min(Sq, i0 + rowsPerTask);
   };
+  // Key range s of group g into the partial state at `part`.
+  auto partialTask = [&](int64_t g, int64_t s, float *part, float *scratch) {
+    int64_t b, h, i0, i1;
+    decode(g, b, h, i0, i1);
+    const int64_t j0 = s * keysPerSplit, j1 = std::min(Sk, j0 + keysPerSplit);
+    task(p, b, h, i0, i1, j0, j1, scratch, TaskOut{part, D, part + rowsPerTask * D, part + rowsPerTask * D + rowsPerTask});
+  };
+  // Merges group g's partial states (range s at first + s * perPartial), in range order: with
+  // M = max_s m_s and w_s = 2^(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s. A row whose visible
+  // keys all lie in one range gets exactly that range's o / l, as an unsplit task writes it.
+  auto merge = [&](int64_t g, const float *first) {
+    int64_t b, h, i0, i1;
+    decode(g, b, h, i0, i1);
+    for (int64_t r = 0; r < i1 - i0; ++r) {
+      float *o = p.out + (b * Sq + i0 + r) * outW + h * D;
+      float M = -std::numeric_limits<float>::infinity();
+      for (int64_t s = 0; s < splits; ++s) M = std::max(M, first[perPartial * size_t(s) + size_t(rowsPerTask * D + r)]);
+      std::fill(o, o + D, 0.0f);
+      if (M == -std::numeric_limits<float>::infinity()) continue;  // no visible key at all
+      float L = 0.0f;
+      for (int64_t s = 0; s < splits; ++s) {
+        const float *part = first + perPartial * size_t(s);
+        const float ms = part[rowsPerTask * D + r];
+        if (ms == -std::numeric_limits<float>::infinity()) continue;
+        const float w = std::exp2(ms - M);
+        L += w * part[rowsPerTask * D + rowsPerTask + r];
+        for (int64_t d = 0; d < D; ++d) o[d] += w * part[r * D + d];
+      }
+      const float inv = 1.0f / L;  // L >= 1: the range holding M contributes 2^0 * (l >= 1)
+      for (int64_t d = 0; d < D; ++d) o[d] *= inv;
+    }
+  };
 
 #pragma omp parallel num_threads(workers)
   {
-    float *scratch = base + perThread * size_t(omp_get_thread_num());
+    const int thread = omp_get_thread_num();
+    float *scratch = base + perThread * size_t(thread);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < nTasks; ++t) {
-      int64_t b, h, i0, i1;
-      decode(t / splits, b, h, i0, i1);
       if (splits == 1) {
+        int64_t b, h, i0, i1;
+        decode(t, b, h, i0, i1);
         task(p, b, h, i0, i1, 0, Sk, scratch, TaskOut{p.out + (b * Sq + i0) * outW + h * D, outW, nullptr, nullptr});
+      } else if (plan.splitTasks) {
+        partialTask(t / splits, t % splits, partials + perPartial * size_t(t), scratch);
       } else {
-        const int64_t s = t % splits;
-        float *part = partials + perPartial * size_t(t);
-        const int64_t j0 = s * keysPerSplit, j1 = std::min(Sk, j0 + keysPerSplit);
-        task(p, b, h, i0, i1, j0, j1, scratch,
-             TaskOut{part, D, part + rowsPerTask * D, part + rowsPerTask * D + rowsPerTask});
+        float *mine = partials + perPartial * size_t(splits) * size_t(thread);
+        for (int64_t s = 0; s < splits; ++s) partialTask(t, s, mine + perPartial * size_t(s), scratch);
+        merge(t, mine);
       }
     }
-    if (splits > 1) {
-      // Merge: with M = max_s m_s and w_s = 2^(m_s - M), out = sum_s w_s o_s / sum_s w_s l_s.
+    if (plan.splitTasks) {
 #pragma omp for schedule(static)
-      for (int64_t g = 0; g < groups; ++g) {
-        int64_t b, h, i0, i1;
-        decode(g, b, h, i0, i1);
-        const float *first = partials + perPartial * size_t(g * splits);
-        for (int64_t r = 0; r < i1 - i0; ++r) {
-          float *o = p.out + (b * Sq + i0 + r) * outW + h * D;
-          float M = -std::numeric_limits<float>::infinity();
-          for (int64_t s = 0; s < splits; ++s)
-            M = std::max(M, first[perPartial * size_t(s) + size_t(rowsPerTask * D + r)]);
-          std::fill(o, o + D, 0.0f);
-          if (M == -std::numeric_limits<float>::infinity()) continue;  // no visible key at all
-          float L = 0.0f;
-          for (int64_t s = 0; s < splits; ++s) {
-            const float *part = first + perPartial * size_t(s);
-            const float ms = part[rowsPerTask * D + r];
-            if (ms == -std::numeric_limits<float>::infinity()) continue;
-            const float w = std::exp2(ms - M);
-            L += w * part[rowsPerTask * D + rowsPerTask + r];
-            for (int64_t d = 0; d < D; ++d) o[d] += w * part[r * D + d];
-          }
-          const float inv = 1.0f / L;  // L >= 1: the split holding M contributes 2^0 * (l >= 1)
-          for (int64_t d = 0; d < D; ++d) o[d] *= inv;
-        }
-      }
+      for (int64_t g = 0; g < groups; ++g) merge(g, partials + perPartial * size_t(g * splits));
     }
   }
 }

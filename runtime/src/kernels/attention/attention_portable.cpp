@@ -60,8 +60,9 @@ struct KeyList {
 KeyList buildKeyList(const Params &p, int64_t b, int64_t h, int64_t j0, int64_t j1, float *scratch,
                      const ScratchLayout &lay) {
   int32_t *idx = reinterpret_cast<int32_t *>(scratch + lay.list);
-  const float **krow = reinterpret_cast<const float **>(scratch + lay.list + (p.sk + 15) / 16 * 16);
-  const float **vrow = krow + p.sk;
+  const int64_t capacity = j1 - j0;  // the layout's key count
+  const float **krow = reinterpret_cast<const float **>(scratch + lay.list + (capacity + 15) / 16 * 16);
+  const float **vrow = krow + capacity;
   const uint8_t *keep = p.keep + b * p.sk;
   int64_t n = 0;
   for (int64_t j = std::max<int64_t>(j0, 0); j < j1; ++j)
@@ -184,7 +185,7 @@ void taskPortable(const Params &p, int64_t b, int64_t h, int64_t i0, int64_t i1,
   // Every pass is a wide one, also for 1-3 rows: a row's bits then do not depend on how far its
   // sequence is padded (attention_avx512.cpp says why).
   const int64_t rows = i1 - i0;
-  const KeyList keys = buildKeyList(p, b, h, j0, j1, scratch, scratchLayout(p.headDim, p.sk));
+  const KeyList keys = buildKeyList(p, b, h, j0, j1, scratch, scratchLayout(p.headDim, j1 - j0));
   for (int64_t r0 = 0; r0 < rows; r0 += kW) {
     const TaskOut sub{out.o + r0 * out.oStride, out.oStride, out.m ? out.m + r0 : nullptr, out.m ? out.l + r0 : nullptr};
     widePass(p, b, h, i0 + r0, std::min(kW, rows - r0), keys, scratch, sub);
