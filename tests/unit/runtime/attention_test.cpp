@@ -398,6 +398,23 @@ TEST(FlashAttentionSplits, LongRowsDoNotDependOnPaddingBatchOrThreads) {
   }
 }
 
+// The bf16 kernel packs each key range's K/V (at most kSplitKeys rows), so a short row padded
+// past 8 MB of K/V (9000 keys at head_dim 128) still runs in bf16: it once fell back to the f32
+// kernel there, and its bits changed with the padding.
+TEST(FlashAttentionSplits, Bf16RowsPaddedPastThePackBuffer) {
+  if (!att::cpuHasAvx512() || !gemm::cpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  constexpr int64_t H = 1, D = 128, kMaxS = 9000;
+  const Tensor q = randomF32({1, kMaxS, H * D}, 71), k = randomF32({1, kMaxS, H * D}, 72), v = randomF32({1, kMaxS, H * D}, 73);
+  for (const int64_t L : {40, 700}) {
+    auto run = [&](int64_t Sk) {
+      return lastSequenceRows(att::Impl::Avx512Bf16, PaddedBatch{q, k, v, H, D, 1, 4, Sk, L, 4, false}, 2);
+    };
+    const std::vector<float> alone = run(L);
+    const std::vector<float> padded = run(kMaxS);
+    EXPECT_EQ(0, std::memcmp(padded.data(), alone.data(), alone.size() * sizeof(float))) << L << " keys";
+  }
+}
+
 // A decoder step at B * H = 2 with long keys takes the automatic key split on 2 threads.
 TEST(FlashAttentionSplits, DecoderStepAutoSplit) {
   Problem prob({1, 1, 4096, 2, 64, false, Qkv::Separate, Keep::Tail, 0});
