@@ -8,7 +8,6 @@
 // the int8 results are compared to).
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -26,14 +25,6 @@ namespace {
 
 namespace q8 = gemm::int8;
 
-// TFMC_INT8_ISA when it is a value int8Path does not know (which ran the default path without a
-// word: PORTABLE, amx, ...), else null.
-const char *unknownInt8Isa() {
-  const char *isa = std::getenv("TFMC_INT8_ISA");
-  if (!isa || !*isa || !std::strcmp(isa, "vnni") || !std::strcmp(isa, "portable") || !std::strcmp(isa, "f32")) return nullptr;
-  return isa;
-}
-
 class Int8GemmKernel final : public Kernel {
 public:
   explicit Int8GemmKernel(bool linear) : linear_(linear), vnni_(q8::int8Path() == q8::Int8Path::Vnni) {}
@@ -44,8 +35,10 @@ public:
   }
 
   Status prepare(const KernelPrepareInfo &info) override {
-    if (const char *isa = unknownInt8Isa())
-      return invalidArgument(cat("TFMC_INT8_ISA must be vnni, portable or f32 (or unset), got '", isa, "'"));
+    // An unknown value (PORTABLE, amx, ...) once ran the default path without a word.
+    if (q8::int8IsaOverride() == q8::Int8IsaOverride::Unknown)
+      return invalidArgument(cat("TFMC_INT8_ISA must be vnni, portable or f32 (or unset), got '",
+                                 std::getenv("TFMC_INT8_ISA"), "'"));
     const Node &node = *info.node;
     transposeB_ = linear_ || attrInt(node, "transpose_b") != 0;
     logSoftmax_ = !linear_ && attrInt(node, "log_softmax") != 0;
@@ -148,15 +141,21 @@ private:
 
 KernelKey int8Key(const char *op) { return {op, DType::F32, Layout::PackedInt8, KernelBackend::Dnnl}; }
 
+// Sites that run the f32 packed GEMM (int8Path() F32); an unknown TFMC_INT8_ISA gets the int8
+// kernel, whose prepare refuses it.
+bool runsInF32() {
+  return q8::int8Path() == q8::Int8Path::F32 && q8::int8IsaOverride() != q8::Int8IsaOverride::Unknown;
+}
+
 }  // namespace
 
 void registerFastInt8Gemm(KernelRegistry &r) {
   r.add(int8Key("tfm.linear"), +[]() -> std::unique_ptr<Kernel> {
-    if (q8::int8Path() == q8::Int8Path::F32 && !unknownInt8Isa()) return makePackedGemmF32(true);  // else refused
+    if (runsInF32()) return makePackedGemmF32(true);
     return std::make_unique<Int8GemmKernel>(true);
   });
   r.add(int8Key("tfm.matmul"), +[]() -> std::unique_ptr<Kernel> {
-    if (q8::int8Path() == q8::Int8Path::F32 && !unknownInt8Isa()) return makePackedGemmF32(false);
+    if (runsInF32()) return makePackedGemmF32(false);
     return std::make_unique<Int8GemmKernel>(false);
   });
 }

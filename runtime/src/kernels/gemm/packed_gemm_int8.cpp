@@ -120,17 +120,25 @@ bool cpuHasAvx512Vnni() {
   return has;
 }
 
-bool cpuHasAmxInt8() {
+Int8IsaOverride int8IsaOverride() {
   const char *isa = std::getenv("TFMC_INT8_ISA");
-  if (isa && std::strcmp(isa, "vnni") == 0) return false;
-  return cpuHasAvx512Vnni() && amxAllowed("int8");
+  if (!isa || !*isa) return Int8IsaOverride::Auto;
+  if (std::strcmp(isa, "vnni") == 0) return Int8IsaOverride::Vnni;
+  if (std::strcmp(isa, "portable") == 0) return Int8IsaOverride::Portable;
+  if (std::strcmp(isa, "f32") == 0) return Int8IsaOverride::F32;
+  return Int8IsaOverride::Unknown;
+}
+
+bool cpuHasAmxInt8() {
+  return int8IsaOverride() != Int8IsaOverride::Vnni && cpuHasAvx512Vnni() && amxAllowed("int8");
 }
 
 Int8Path int8Path() {
-  const char *isa = std::getenv("TFMC_INT8_ISA");
-  if (isa && std::strcmp(isa, "portable") == 0) return Int8Path::Portable;
-  if (isa && std::strcmp(isa, "f32") == 0) return Int8Path::F32;
-  return cpuHasAvx512Vnni() ? Int8Path::Vnni : Int8Path::F32;
+  switch (int8IsaOverride()) {
+    case Int8IsaOverride::Portable: return Int8Path::Portable;
+    case Int8IsaOverride::F32: return Int8Path::F32;
+    default: return cpuHasAvx512Vnni() ? Int8Path::Vnni : Int8Path::F32;
+  }
 }
 
 }  // namespace tfmrt::gemm::int8

@@ -61,6 +61,10 @@ bool cpuHasAvx512Vnni();
 // GEMM, whatever the CPU (as ONEDNN_MAX_CPU_ISA caps oneDNN: to test each path anywhere).
 enum class Int8Path { Vnni, Portable, F32 };
 Int8Path int8Path();
+// TFMC_INT8_ISA parsed: unset or empty (Auto), vnni, portable, f32; any other value is Unknown,
+// which int8 kernels refuse at load.
+enum class Int8IsaOverride { Auto, Vnni, Portable, F32, Unknown };
+Int8IsaOverride int8IsaOverride();
 // AMX-INT8 (Intel Xeon since Sapphire Rapids): the VNNI body's operands and bits through tiles.
 // Needs quadCount(k) % 16 == 0 (amxInt8Fits: k a multiple of 64). cpuHasAmxInt8(): the CPU has it,
 // ONEDNN_MAX_CPU_ISA (if set) allows AVX512_CORE_AMX, Linux granted the tile state, and
