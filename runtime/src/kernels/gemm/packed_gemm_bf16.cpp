@@ -74,15 +74,56 @@ void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs
   }
 }
 
+namespace {
+
+void rowBlockBf16(int rows, const uint32_t *xb, int64_t kp, const uint16_t *panel, int cols, const Epilogue &e, int64_t n,
+                  float *yb) {
+  switch (rows) {
+    case 1: return blockBf16<1>(xb, kp, panel, cols, e, n, yb);
+    case 2: return blockBf16<2>(xb, kp, panel, cols, e, n, yb);
+    case 3: return blockBf16<3>(xb, kp, panel, cols, e, n, yb);
+    case 4: return blockBf16<4>(xb, kp, panel, cols, e, n, yb);
+    case 5: return blockBf16<5>(xb, kp, panel, cols, e, n, yb);
+    default: return blockBf16<6>(xb, kp, panel, cols, e, n, yb);
+  }
+}
+
+// Up to this many rows (decoder steps) the panel-outer order, as the f32 body.
+constexpr int64_t kPanelOuterMaxRows = 256;
+
+}  // namespace
+
 void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, const uint16_t *packed, int64_t n,
                               int64_t p0, int64_t p1, const Epilogue &e, float *y) {
-  // As the f32 body for up to 256 rows, for every row count (inference entries run all their
-  // products here on CPUs without AMX; more rows are rare there, so no grouped order): panel
-  // by panel, every row block over one panel, the next panel prefetched a slice per row block
-  // meanwhile, so only the call's first panel waits on memory. Written out again rather than
-  // shared as a template: one instantiated in both TUs (different ISA flags) could be merged by
-  // the linker into a single copy for both.
-  const int64_t kp = (k + 1) / 2, panelElements = kp * 128, lines = panelElements * 2 / 64;
+  const int64_t kp = (k + 1) / 2, panelElements = kp * 128;
+  // Written out again rather than shared with the f32 body as a template: one instantiated in
+  // both TUs (different ISA flags) could be merged by the linker into a single copy for both.
+  if (m > kPanelOuterMaxRows) {
+    // The encoder's ~1000-row blocks (every inference product runs here on a CPU without AMX):
+    // as the f32 body, panels in groups of ~512 KB that stay in L2, a 6-row block of x over the
+    // whole group while it stays in L1. Panel-outer re-read all of x per panel (2 MB at 1024 rows
+    // of K = 1024, more than a Zen 5's L2) and wrote each panel's columns to every row's page.
+    const int64_t panelBytes = panelElements * 2;
+    const int64_t group = panelBytes >= (int64_t(512) << 10) ? 1 : (int64_t(512) << 10) / panelBytes;
+    for (int64_t g0 = p0; g0 < p1; g0 += group) {
+      const int64_t g1 = g0 + group < p1 ? g0 + group : p1;
+      for (int64_t r = 0; r < m; r += kRows) {
+        const int rows = m - r < kRows ? int(m - r) : kRows;
+        for (int64_t p = g0; p < g1; ++p) {
+          const int64_t c0 = p * 64;
+          Epilogue be = e;
+          if (be.bias) be.bias += c0;
+          if (be.residual) be.residual += r * n + c0;
+          rowBlockBf16(rows, xPairs + r * kp, kp, packed + p * panelElements, int(n - c0 < 64 ? n - c0 : 64), be, n,
+                       y + r * n + c0);
+        }
+      }
+    }
+    return;
+  }
+  // Few rows: panel by panel, every row block over one panel, the next panel prefetched a slice
+  // per row block meanwhile, so only the call's first panel waits on memory.
+  const int64_t lines = panelElements * 2 / 64;
   const int64_t rowBlocks = (m + kRows - 1) / kRows;
   const int64_t perBlock = (lines + rowBlocks - 1) / rowBlocks;
   for (int64_t p = p0; p < p1; ++p) {
@@ -94,19 +135,10 @@ void gemmPanelsBf16Avx512Bf16(const uint32_t *xPairs, int64_t m, int64_t k, cons
     int64_t line = 0;
     for (int64_t r = 0; r < m; r += kRows) {
       const int rows = m - r < kRows ? int(m - r) : kRows;
-      const uint32_t *xb = xPairs + r * kp;
-      float *yb = y + r * n + c0;
       Epilogue be = e;
       if (be.bias) be.bias += c0;
       if (be.residual) be.residual += r * n + c0;
-      switch (rows) {
-        case 1: blockBf16<1>(xb, kp, panel, cols, be, n, yb); break;
-        case 2: blockBf16<2>(xb, kp, panel, cols, be, n, yb); break;
-        case 3: blockBf16<3>(xb, kp, panel, cols, be, n, yb); break;
-        case 4: blockBf16<4>(xb, kp, panel, cols, be, n, yb); break;
-        case 5: blockBf16<5>(xb, kp, panel, cols, be, n, yb); break;
-        default: blockBf16<6>(xb, kp, panel, cols, be, n, yb); break;
-      }
+      rowBlockBf16(rows, xPairs + r * kp, kp, panel, cols, be, n, y + r * n + c0);
       if (p + 1 < p1)
         for (const int64_t end = line + perBlock < lines ? line + perBlock : lines; line < end; ++line)
           _mm_prefetch(reinterpret_cast<const char *>(next + uintptr_t(line) * 64), _MM_HINT_T1);
