@@ -1,7 +1,8 @@
 // The search's per-row scans (tfmdata/row_top.h): topTokens (blocks whose maximum cannot enter
-// skipped) and the plain scan against a sort of the whole row, and rowLogSumExp against a double-precision
+// skipped; a histogram-bounded selection past 128 kept) and the plain scan against a sort of the whole row, and rowLogSumExp against a double-precision
 // sum of std::exp.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -38,7 +39,7 @@ TEST(RowTop, TopTokensEqualsSortingTheRow) {
   std::vector<ScoredToken> got, scan;
   int cases = 0;
   for (int64_t V : {3, 70, 640, 1000, 8000}) {
-    for (int pattern = 0; pattern < 6; ++pattern) {
+    for (int pattern = 0; pattern < 7; ++pattern) {
       std::vector<float> z(static_cast<size_t>(V));
       for (float &x : z) x = logit(gen);
       std::vector<int32_t> banned = {0, 1};
@@ -56,7 +57,10 @@ TEST(RowTop, TopTokensEqualsSortingTheRow) {
         for (size_t v = 5; v < z.size(); v += 97) z[v] = std::numeric_limits<float>::quiet_NaN();
       if (pattern == 5)  // one value everywhere: the lowest ids win
         std::fill(z.begin(), z.end(), -2.5f);
-      for (size_t keep : {size_t(1), size_t(2), size_t(8), size_t(16)}) {
+      if (pattern == 6)  // few values, signed zeros among them (-0 ties with +0)
+        for (size_t v = 0; v < z.size(); ++v) z[v] = std::array<float, 4>{-0.0f, 0.0f, 1.0f, -1.0f}[(v * 7 + v / 3) % 4];
+      // Past 128: the selection large beams take (2K kept per row).
+      for (size_t keep : {size_t(1), size_t(2), size_t(8), size_t(16), size_t(128), size_t(129), size_t(2000), size_t(9000)}) {
         SCOPED_TRACE(testing::Message() << "V " << V << " pattern " << pattern << " keep " << keep);
         const std::vector<ScoredToken> want = sortedBest(z, keep, banned);
         tfmdata::detail::topTokens(z.data(), V, keep, banned, got);
@@ -67,7 +71,7 @@ TEST(RowTop, TopTokensEqualsSortingTheRow) {
       }
     }
   }
-  EXPECT_EQ(cases, 5 * 6 * 4);
+  EXPECT_EQ(cases, 5 * 7 * 8);
 }
 
 TEST(RowTop, LogSumExpMatchesDoublePrecision) {

@@ -185,6 +185,7 @@ private:
     double logProb;
     int j;          // live hypothesis extended
     int32_t token;
+    int rank = 0;   // of the token in hypothesis j's row (its best list)
   };
   Translator() = default;
   int32_t sampleToken(const float *logits, int64_t V, const std::vector<int32_t> &banned, int64_t sentence,
@@ -208,6 +209,7 @@ private:
   Work work_;
   // Scratch reused across steps.
   std::vector<Candidate> cand_;
+  std::vector<Candidate> heads_;  // per live hypothesis, its next candidate (a heap)
   std::vector<int32_t> order_, candidates_;
   std::vector<std::vector<int32_t>> banned_;  // per row of the current call: tokens it may not emit
   std::vector<double> probs_, scores_;
