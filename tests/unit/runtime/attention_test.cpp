@@ -415,6 +415,22 @@ TEST(FlashAttentionSplits, Bf16RowsPaddedPastThePackBuffer) {
   }
 }
 
+// Key ranges of unequal size on either side of the pack limit (8 MB of K/V): 16385 keys at
+// head_dim 128 in 2 ranges, 8193 keys (not packed) and 8192 (packed, with 64 query rows). The
+// driver once sized the scratch for the longer range only, which does not pack, and the shorter
+// one packed past it.
+TEST(FlashAttentionSplits, UnevenRangesAcrossThePackLimit) {
+  Problem prob({1, 64, 16385, 1, 128, false, Qkv::Separate, Keep::All, 0});
+  const Tensor ref = prob.runReference();
+  for (att::Impl impl : impls())
+    for (const int threads : {1, 2}) {
+      att::DriverOptions opts;
+      opts.threads = threads;
+      opts.splitK = 2;
+      EXPECT_TRUE(allClose(prob.runFlash(impl, opts), ref, 2e-5, 2e-4)) << att::implName(impl) << ", " << threads << " threads";
+    }
+}
+
 // A decoder step at B * H = 2 with long keys takes the automatic key split on 2 threads.
 TEST(FlashAttentionSplits, DecoderStepAutoSplit) {
   Problem prob({1, 1, 4096, 2, 64, false, Qkv::Separate, Keep::Tail, 0});

@@ -48,8 +48,8 @@ constexpr int64_t kPackMaxBytes = int64_t(8) << 20;
 
 // Per-thread scratch, in floats from the thread's 64-byte aligned base: tile buffers, a list of
 // the task's visible keys (index + K/V row pointers), packed K/V rows. Depends on head_dim and the
-// task's key range [j0, j1) only (keys = j1 - j0), so the driver (at its longest range) and the
-// kernels agree on it.
+// task's key range [j0, j1) only (keys = j1 - j0), so the driver (at the larger of its two range
+// sizes: not monotone, packing stops past kPackMaxBytes) and the kernels agree on it.
 struct ScratchLayout {
   size_t list = 0;   // offset of the key list: int32 idx[Sk], then const float *krow[Sk], *vrow[Sk]
   size_t pack = 0;   // offset of packed K rows [Sk][roundUp16(D)], then V rows (if `packs`)

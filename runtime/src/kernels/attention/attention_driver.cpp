@@ -104,7 +104,10 @@ RunPlan planRun(const Params &p, const DriverOptions &opts) {
     r.keysPerSplit = r.splits > 1 ? kSplitKeys : Sk;
   }
   r.splitTasks = r.splits > 1 && (opts.splitTasks >= 0 ? opts.splitTasks == 1 : parallel && r.groups < kTasksPerThread * threads);
-  r.perThread = scratchLayout(D, r.keysPerSplit).total;
+  // Ranges hold keysPerSplit keys, one of them Sk % keysPerSplit, any others none. scratchLayout
+  // is not monotone in the keys (past kPackMaxBytes it stops packing), so the larger of the two.
+  const int64_t partialKeys = r.keysPerSplit > 0 ? Sk % r.keysPerSplit : 0;
+  r.perThread = std::max(scratchLayout(D, r.keysPerSplit).total, scratchLayout(D, partialKeys).total);
   r.perPartial = roundUp16(size_t(r.rowsPerTask * D + 2 * r.rowsPerTask));
   r.nTasks = r.splitTasks ? r.groups * r.splits : r.groups;
   // Partial states: every task's (tasks per range), or each thread's current group's.
@@ -145,7 +148,7 @@ void runPlanned(Impl impl, const Params &p, const RunPlan &plan, float *base) {
   auto partialTask = [&](int64_t g, int64_t s, float *part, float *scratch) {
     int64_t b, h, i0, i1;
     decode(g, b, h, i0, i1);
-    const int64_t j0 = s * keysPerSplit, j1 = std::min(Sk, j0 + keysPerSplit);
+    const int64_t j0 = std::min(Sk, s * keysPerSplit), j1 = std::min(Sk, j0 + keysPerSplit);  // trailing ranges empty
     task(p, b, h, i0, i1, j0, j1, scratch, TaskOut{part, D, part + rowsPerTask * D, part + rowsPerTask * D + rowsPerTask});
   };
   // Merges group g's partial states (range s at first + s * perPartial), in range order: with
