@@ -14,7 +14,9 @@ namespace tfmdata::detail {
 using ScoredToken = std::pair<float, int32_t>;  // (value, token)
 
 // The best `keep` tokens of z[0, V), best first (ties: lower id first), none of `banned` (sorted
-// ascending); NaN values are never kept. Fewer than `keep` only when fewer tokens are left.
+// ascending); NaN values are never kept. Fewer than `keep` only when fewer tokens are left. Up to
+// 128 kept, a sorted list that skips blocks whose maximum cannot enter; more (beam 65+), a
+// selection above a histogram bound (row_top.cpp).
 void topTokens(const float *z, int64_t V, size_t keep, const std::vector<int32_t> &banned,
                std::vector<ScoredToken> &best);
 // The plain scan, every token against the worst kept one: the reference topTokens is tested
