@@ -46,10 +46,7 @@ using bench::Builder;
 
 constexpr int64_t kHeads = 8, kHeadDim = 64, kModel = kHeads * kHeadDim;
 // 2 threads (the setting); ATTENTION_BENCH_THREADS overrides it for diagnosis.
-int benchThreads() {
-  const char *env = std::getenv("ATTENTION_BENCH_THREADS");
-  return env && std::atoi(env) > 0 ? std::atoi(env) : 2;
-}
+int benchThreads() { return bench::threadsFromEnv("ATTENTION_BENCH_THREADS", 2); }
 
 const double kScale = 1.0 / std::sqrt(double(kHeadDim));
 

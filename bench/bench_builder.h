@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -11,6 +12,14 @@
 #include "tfmrt/artifact.h"
 
 namespace bench {
+
+// Threads a runtime-only benchmark runs on: `fallback`, or the environment variable `var` when it
+// holds 1-256 (1 shows what the second thread adds).
+inline int threadsFromEnv(const char *var, int fallback) {
+  const char *env = std::getenv(var);
+  const int n = env ? std::atoi(env) : fallback;
+  return n >= 1 && n <= 256 ? n : fallback;
+}
 
 class Builder {
 public:

@@ -62,11 +62,7 @@ tfmrt::Tensor randomTensor(std::vector<int64_t> shape, uint64_t seed) {
 }
 
 // Threads of every GEMM row: 2, or GEMM_BENCH_THREADS (1 shows what the second thread adds).
-int benchThreads() {
-  const char *env = std::getenv("GEMM_BENCH_THREADS");
-  const int n = env ? std::atoi(env) : 2;
-  return n >= 1 && n <= 256 ? n : 2;
-}
+int benchThreads() { return bench::threadsFromEnv("GEMM_BENCH_THREADS", 2); }
 
 // Loads the artifact on benchThreads() threads with the panel GEMM on or off, sets the weights and runs once
 // (the first call packs the weights); null after reporting the error to the benchmark.

@@ -6,24 +6,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "CompilerCommands.h"
 #include "Pipeline.h"
+#include "RunSupport.h"
 #include "SampleIds.h"
 #include "spec/FlopCount.h"
 #include "tfmrt/runtime.h"
 
 namespace tfmc {
 namespace {
-
-std::string loadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 struct Variant {
   std::string fusion;
@@ -182,15 +175,7 @@ int benchCommand(const CommandLine &cl) {
     v.memory = v.model->lastMemoryPlan("forward");  // what run() allocated: arena + kernel scratch
     // As run and translate say it: a bf16 or int8 row measured in f32 (or plain loops) is no
     // measure of that precision.
-    if (v.bf16 && v.model->bf16RunsAsF32())
-      std::cerr << "tfmc bench: notice: this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): the bf16 "
-                   "build's GEMMs and attention run in f32\n";
-    if (v.int8 && v.model->int8Sites() == tfmrt::Model::Int8Sites::InF32)
-      std::cerr << "tfmc bench: notice: this CPU has no AVX512-VNNI (or TFMC_INT8_ISA=f32): the int8 build's GEMMs "
-                   "run in f32\n";
-    if (v.int8 && v.model->int8Sites() == tfmrt::Model::Int8Sites::Portable)
-      std::cerr << "tfmc bench: notice: TFMC_INT8_ISA=portable: the int8 build's GEMMs run in plain loops (~20x "
-                   "slower than AVX512-VNNI)\n";
+    if (v.bf16 || v.int8) noticePrecisionFallback("the " + v.label + " build", *v.model, false, "bench");
   }
 
   const std::string loadBefore = loadAverage();

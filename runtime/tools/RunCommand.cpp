@@ -93,23 +93,23 @@ int fail(const char *cmd, const tfmrt::Status &status) {
 }
 
 
-void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model, bool forTraining) {
+void noticePrecisionFallback(const std::string &what, const tfmrt::Model &model, bool forTraining, const char *cmd) {
+  const std::string notice = (cmd ? commandName(cmd) + ": " : std::string()) + "notice: " + what;
+  const bool reference = model.options().backend == tfmrt::KernelBackend::Reference;
   if (model.bf16RunsAsF32())
-    std::cerr << "notice: " << artifactPath << " was compiled with --precision=bf16, but "
-              << (model.options().backend == tfmrt::KernelBackend::Reference
-                      ? "the reference kernels compute its GEMMs and attention in f32"
-                      : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): its GEMMs and attention run in f32")
+    std::cerr << notice << " was compiled with --precision=bf16, but "
+              << (reference ? "the reference kernels compute its GEMMs and attention in f32"
+                            : "this CPU has no AVX512-BF16 (or ONEDNN_MAX_CPU_ISA caps it): its GEMMs and attention run in f32")
               << "\n";
   // `tfmc train` runs train_step, which is never int8 (its --valid-bleu translations are, silently).
   const tfmrt::Model::Int8Sites int8 = forTraining ? tfmrt::Model::Int8Sites::None : model.int8Sites();
   if (int8 == tfmrt::Model::Int8Sites::InF32)
-    std::cerr << "notice: " << artifactPath << " was compiled with --precision=int8, but "
-              << (model.options().backend == tfmrt::KernelBackend::Reference
-                      ? "the reference kernels compute its int8 GEMMs in f32"
-                      : "this CPU has no AVX512-VNNI (or TFMC_INT8_ISA=f32): its int8 GEMMs run in f32")
+    std::cerr << notice << " was compiled with --precision=int8, but "
+              << (reference ? "the reference kernels compute its int8 GEMMs in f32"
+                            : "this CPU has no AVX512-VNNI (or TFMC_INT8_ISA=f32): its int8 GEMMs run in f32")
               << "\n";
   if (int8 == tfmrt::Model::Int8Sites::Portable)
-    std::cerr << "notice: " << artifactPath << " was compiled with --precision=int8 and TFMC_INT8_ISA=portable: its "
+    std::cerr << notice << " was compiled with --precision=int8 and TFMC_INT8_ISA=portable: its "
               << "int8 GEMMs run in plain loops (the same results as AVX512-VNNI, ~20x slower)\n";
 }
 

@@ -35,7 +35,9 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
 // One notice line on stderr when `model` was compiled with --precision=bf16 but runs it in f32
 // (reference kernels, or a CPU without AVX512-BF16 / ONEDNN_MAX_CPU_ISA capping it), or with
 // --precision=int8 but runs it in f32 (reference kernels) or in plain loops (no AVX512-VNNI).
-void noticePrecisionFallback(const std::string &artifactPath, const tfmrt::Model &model, bool forTraining = false);
+// `what` names the model (its artifact's path); `cmd` prefixes "tfmc <cmd>: " when given.
+void noticePrecisionFallback(const std::string &what, const tfmrt::Model &model, bool forTraining = false,
+                             const char *cmd = nullptr);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
 // Parses the options of run-like commands (plus `known` extras); false after printing an error.
