@@ -33,10 +33,14 @@ namespace {
 // Checkpoint metadata: what the run trained on, "corpus" (--data) or "batch" (--inputs or the
 // sample batch), so a resume on other data is refused.
 constexpr const char *kTrainingDataKey = "training_data";
+// A corpus run's batches: their fingerprint (trainingDataFingerprint) and what made them, in words.
+constexpr const char *kTrainingDataPrintKey = "training_data_fingerprint";
+constexpr const char *kTrainingDataWhatKey = "training_data_source";
 
 // --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
 struct DataSource {
   tfmdata::Batcher train, valid;
+  int64_t batchTokens = 0;  // the budget the batches were made with (--batch-tokens or the spec's)
   bool hasValid = false;
   // For validation BLEU: the tokenizer, the validation sources (subword ids) and references.
   std::unique_ptr<tfmdata::Tokenizer> tok;
@@ -99,6 +103,7 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     }
   tfmdata::BatcherOptions options;
   options.batchTokens = cl.getInt("batch-tokens", info.batchTokens);
+  data.batchTokens = options.batchTokens;
   options.maxLen = info.maxLen;
   options.seed = uint64_t(info.seed);
   auto build = [&](const std::string &split, tfmdata::Batcher &out) -> int {
@@ -223,6 +228,36 @@ uint64_t fileFingerprint(const std::string &path) {
   return h;
 }
 
+// What a corpus run's batches are made of: the pair and batch counts and the first batch of the
+// first epoch (its token ids), so another corpus, language direction, tokenizer or --batch-tokens
+// changes it. Ranks compare it; a resume compares it with the checkpoint's.
+uint64_t trainingDataFingerprint(const tfmdata::Batcher &train) {
+  const tfmdata::Batch first = train.batch(0, 0);
+  uint64_t h = tfmdist::fingerprint(first.src.rawData(), first.src.nbytes());
+  h = tfmdist::fingerprint(first.tgtOut.rawData(), first.tgtOut.nbytes(), h);
+  const int64_t sizes[2] = {train.examples(), train.batchesPerEpoch()};
+  return tfmdist::fingerprint(sizes, sizeof sizes, h);
+}
+
+// "multi30k/train.{de,en}, 29000 pairs in 214 batches of <= 2048 tokens" (the directory's last
+// component: the same corpus elsewhere is the same corpus).
+std::string trainingDataWhat(const CommandLine &cl, const DataSource &data) {
+  const tfmdata::Batcher &train = data.train;
+  std::string dir = cl.get("data");
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash + 1 < dir.size()) dir = dir.substr(slash + 1);
+  return dir + "/train.{" + cl.get("src", "de") + "," + cl.get("tgt", "en") + "}, " + std::to_string(train.examples()) +
+         " pairs in " + std::to_string(train.batchesPerEpoch()) + " batches of <= " +
+         std::to_string(data.batchTokens) + " tokens";
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
+  return buf;
+}
+
 // Under mpirun: every rank must hold the same `what` (artifact, weights, data, options). Returns
 // 0 when they agree; otherwise every rank prints which ranks differ and returns 1 (all ranks take
 // the same branch, so none is left waiting in a collective).
@@ -305,8 +340,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     std::cerr << "tfmc train: error: --save-dir writes <dir>/checkpoint_last itself; drop --checkpoint\n";
     return 2;
   }
-  const std::string checkpoint = saveDir.empty() ? cl.get("checkpoint") : saveDir + "/checkpoint_last";
   const std::string resume = cl.get("resume");
+  // A resumed run saves where it resumed from unless told otherwise (as Marian and fairseq do):
+  // without --checkpoint, the steps after a resume were trained and then thrown away.
+  const bool checkpointIsResume = saveDir.empty() && !cl.has("checkpoint") && !resume.empty();
+  const std::string checkpoint = !saveDir.empty() ? saveDir + "/checkpoint_last" : checkpointIsResume ? resume : cl.get("checkpoint");
   const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
   const int64_t keepLast = cl.getInt("keep-last", 0), patience = cl.getInt("patience", 0);
   const bool validBleu = cl.has("valid-bleu");
@@ -530,7 +568,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     const int64_t previousRanks = wasRanks == resumed.end() ? 1 : std::atoll(wasRanks->second.c_str());
     if (wasBatches != resumed.end()) {
       const int64_t previous = std::atoll(wasBatches->second.c_str());
-      if ((distributed || previousRanks != 1) && previous != batchesPerStep) {
+      if (previous != batchesPerStep) {
         std::cerr << "tfmc train: error: " << resume << " was written by a run of " << previousRanks << " rank(s) with "
                   << previous << " batches per step; this run has " << ranks << " rank(s) x --update-freq " << updateFreq
                   << " = " << batchesPerStep
@@ -543,8 +581,23 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
                     resume.c_str(), (long long)previousRanks, (long long)ranks, (long long)updateFreq,
                     (long long)batchesPerStep);
     }
+    // The same corpus, direction, tokenizer and --batch-tokens (checkpoints from before this check
+    // carry no fingerprint and are taken as they are).
+    const auto wasPrint = resumed.find(kTrainingDataPrintKey);
+    if (corpus && wasPrint != resumed.end() && wasPrint->second != hex64(trainingDataFingerprint(data.train))) {
+      const auto wasWhat = resumed.find(kTrainingDataWhatKey);
+      std::cerr << "tfmc train: error: " << resume << " was trained on other batches ("
+                << (wasWhat != resumed.end() ? wasWhat->second : std::string("unrecorded")) << ") than this run's ("
+                << trainingDataWhat(cl, data)
+                << "): resume it with the same --data, --src, --tgt and --batch-tokens, or start a new run from its "
+                   "weights (--weights instead of --resume)\n";
+      return 1;
+    }
     firstStep = last + 1;
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
+    if (checkpointIsResume && leader)
+      std::printf("checkpoints go to %s, the file resumed from (--checkpoint <file> writes them elsewhere)\n",
+                  checkpoint.c_str());
   }
   // On a corpus, training runs to the spec's training.max_steps unless --steps says how many
   // more; one batch (a demonstration or a test) runs 20 steps.
@@ -573,6 +626,10 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
   checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
   checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);
+  if (corpus) {
+    checkpointMeta[kTrainingDataPrintKey] = hex64(trainingDataFingerprint(data.train));
+    checkpointMeta[kTrainingDataWhatKey] = trainingDataWhat(cl, data);
+  }
   std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
   int64_t lastSaved = resume.empty() ? 0 : firstStep - 1;  // the step the checkpoint on disk holds
   auto save = [&](int64_t step) {
@@ -654,11 +711,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     if (int code = ranksAgree(comm, "initial weights", weightsFingerprint(*model),
                               "pass the same --seed, --weights or --resume checkpoint to every rank"))
       return code;
-    tfmdata::Batch first = data.train.batch(0, 0);
-    uint64_t dataPrint = tfmdist::fingerprint(first.src.rawData(), first.src.nbytes());
-    const int64_t sizes[2] = {data.train.examples(), data.train.batchesPerEpoch()};
-    dataPrint = tfmdist::fingerprint(sizes, sizeof sizes, dataPrint);
-    if (int code = ranksAgree(comm, "training data", dataPrint, sameFiles)) return code;
+    if (int code = ranksAgree(comm, "training data", trainingDataFingerprint(data.train), sameFiles)) return code;
     const std::string schedule = std::to_string(firstStep) + "/" + std::to_string(steps) + "/" +
                                  std::to_string(updateFreq) + "/" + std::to_string(checkWeightsEvery) + "/" +
                                  std::to_string(checkpointEvery) + "/" + std::to_string(evalEvery);
