@@ -151,7 +151,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"max-length-offset", Kind::Int, "the limit's offset (default: the spec's)"},
         {"batch", Kind::Int, "sentences decoded together (refilled as they finish; default 128 / beam, rounded up)"},
         {"max-batch-tokens", Kind::Int, "source tokens in flight (sentences x longest)"},
-        {"output", Kind::Text, "write translations here (default standard output)", "o"},
+        {"output", Kind::Text, "write translations here (default standard output; with --data, only the scores and three samples are printed without it)", "o"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
         {"alignment", Kind::Text,

@@ -771,27 +771,26 @@ int translateCommand(const CommandLine &cl) {
       return fail("translate", s);
     if (cl.has("reference"))
       if (auto s = tfmdata::readLines(cl.get("reference"), references); !s.ok()) return fail("translate", s);
-    if (cl.has("reference") && references.size() != sources.size()) {  // an empty file too: no silent BLEU-less run
-      std::cerr << commandName("translate") << ": error: " << sources.size() << " source lines but " << references.size()
-                << " reference lines\n";
-      return 1;
-    }
     what = cl.get("input");
   }
   std::vector<std::string> prefixes;
-  if (cl.has("target-prefix")) {
+  if (cl.has("target-prefix"))
     if (auto s = tfmdata::readLines(cl.get("target-prefix"), prefixes); !s.ok()) return fail("translate", s);
-    if (prefixes.size() != sources.size()) {
-      std::cerr << commandName("translate") << ": error: " << sources.size() << " source lines but " << prefixes.size()
-                << " target prefix lines\n";
-      return 1;
-    }
-  }
+  // The first N lines of each file (a reference or prefix file as long as the kept sources will do).
   const int64_t limit = cl.getInt("max-sentences", 0);
-  if (limit > 0 && int64_t(sources.size()) > limit) {
-    sources.resize(size_t(limit));
-    if (!references.empty()) references.resize(size_t(limit));
-    if (!prefixes.empty()) prefixes.resize(size_t(limit));
+  if (limit > 0)
+    for (std::vector<std::string> *lines : {&sources, &references, &prefixes})
+      if (int64_t(lines->size()) > limit) lines->resize(size_t(limit));
+  const std::string sourceLines =
+      std::to_string(sources.size()) + " source lines" + (limit > 0 ? " (with --max-sentences)" : "");
+  // An empty reference file too: no silent BLEU-less run.
+  if (cl.has("reference") && !cl.has("data") && references.size() != sources.size()) {
+    std::cerr << commandName("translate") << ": error: " << sourceLines << " but " << references.size() << " reference lines\n";
+    return 1;
+  }
+  if (cl.has("target-prefix") && prefixes.size() != sources.size()) {
+    std::cerr << commandName("translate") << ": error: " << sourceLines << " but " << prefixes.size() << " target prefix lines\n";
+    return 1;
   }
 
   std::vector<std::string> lines, hypotheses;
@@ -848,10 +847,12 @@ int translateCommand(const CommandLine &cl) {
     std::fprintf(to, "lowercased BLEU = %.2f  [%s]\n", tfmdata::corpusBleu(hypotheses, references, lowercase).bleu,
                  tfmdata::bleuSignature(lowercase).c_str());
     std::fprintf(to, "chrF2 = %.2f  [%s]\n", tfmdata::corpusChrf(hypotheses, references), tfmdata::chrfSignature().c_str());
-    if (cl.has("data"))
+    if (cl.has("data")) {
       for (size_t i = 0; i < std::min<size_t>(3, sources.size()); ++i)
         std::printf("  src: %s\n  ref: %s\n  hyp: %s\n", sources[i].c_str(), references[i].c_str(),
                     hypotheses[i].c_str());
+      if (!cl.has("output")) std::printf("(the translations: add -o <file>)\n");
+    }
   }
   return 0;
 }
