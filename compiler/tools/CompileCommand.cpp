@@ -1,6 +1,7 @@
 // `tfmc compile`: spec -> tfm IR -> verified -> artifact. The only TU of the CLI that sees MLIR.
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -48,8 +49,16 @@ void installReportHandler(mlir::MLIRContext &context, const PipelineOptions &opt
   });
 }
 
-std::string defaultOutputPath(const ModelSpec &spec, bool executable) {
-  return executable ? spec.name : spec.name + ".tfmx";
+// In the working directory, named after the spec file (small2.yaml -> small2.tfmx): named after
+// the spec's `name:`, a modified copy of a spec replaced the original's artifact.
+std::string defaultOutputPath(const std::string &specPath, bool executable) {
+  std::string stem = specPath.substr(specPath.find_last_of('/') + 1);  // npos + 1 == 0
+  for (const char *ext : {".yaml", ".yml"})
+    if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::string::npos, ext) == 0) {
+      stem.resize(stem.size() - std::strlen(ext));
+      break;
+    }
+  return executable ? stem : stem + ".tfmx";
 }
 
 // The program an emitted executable starts from: tfm-embedded, installed next to tfmc.
@@ -124,7 +133,7 @@ bool compileSpecToArtifactFile(const std::string &specPath, const std::string &o
     p.status = tfmrt::planArtifactMemory(artifact, fn.name, shapes, p.memory);
     plans.push_back(std::move(p));
   }
-  std::string out = outPath.empty() ? defaultOutputPath(spec, executable) : outPath;
+  std::string out = outPath.empty() ? defaultOutputPath(specPath, executable) : outPath;
   if (tfmrt::Status s = tfmrt::refuseOverwriting(out, "output", {specPath}); !s.ok()) {
     std::cerr << "tfmc: error: " << s.message() << "\n";
     return false;

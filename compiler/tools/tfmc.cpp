@@ -16,17 +16,22 @@
 static const char *kUsage = R"(usage: tfmc <command> [options]       (tfmc <command> --help: the command's options)
 
 commands:
-  compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir] [--fusion=all|none|<list>]
-      [--fusion-report] [--print-ir-after-all] [--entries=forward[,gradients][,train_step][,translate[,alignment]]]
+  compile <spec.yaml> [-o out.tfmx] [--emit=artifact|mlir|executable] [--fusion=all|none|<list>]
+      [--fusion-report] [--print-ir-after-all]
+      [--entries=forward[,gradients][,train_step[,accumulate]][,translate[,alignment]]]
       [--alignment-layer N] [--precision=f32|bf16|int8]
       Import a model spec into the tfm dialect, run the passes and write the compiled artifact
-      (default <spec name>.tfmx). --emit=mlir prints the tfm IR after the passes instead
-      (with --fusion=none: the primitive ops, inference dropout removed, CSE applied).
+      (default: the spec file's name with .tfmx, in the working directory). --emit=mlir prints
+      the tfm IR after the passes instead (with --fusion=none: the primitive ops, inference
+      dropout removed, CSE applied). --emit=executable writes a translator program: tfm-embedded
+      with the artifact appended (needs the translate entries).
       --fusion picks passes: a comma list of merge-projections, attention, epilogues, layouts.
       --fusion-report lists every candidate site, fused or not and why, with the spec line it
       came from. --entries adds entry functions to `forward`: `gradients` (tfm-autodiff: the
       loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
-      forward, backward and Adam in place: for tfmc train), `translate` (`encode` and `decode`:
+      forward, backward and Adam in place: for tfmc train), `accumulate` (with train_step:
+      gradients summed over batches, then the update: for train --update-freq and mpirun),
+      `translate` (`encode`, `decode_step` and the full-prefix `decode`:
       for tfmc translate), `alignment` (with translate: decode_step also returns the last decoder
       layer's cross-attention weights, or layer N's with --alignment-layer N (0 = the first),
       for tfmc translate --alignment). --precision=bf16 runs the GEMMs of inference entries with
@@ -56,7 +61,8 @@ commands:
       --eval-every steps), else on one batch (--inputs or the built-in sample batch).
       --save-weights writes the trained weights. --checkpoint writes weights, Adam
       moments and the step (every N steps and at the end; atomic, checksummed); --resume
-      continues from one exactly where it stopped.
+      continues from one exactly where it stopped (and saves to it unless --checkpoint or
+      --save-dir names another place). tfmc train --help lists every option.
   translate <model.tfmx> (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model
       (--input file|- [--reference file] | --data <dir> [--split test_2016_flickr] [--src de --tgt en])
       [--beam K] [--length-penalty A] [--n-best N] [--batch N] [--max-batch-tokens N]
@@ -66,7 +72,7 @@ commands:
       decode_step per output token with a K/V cache. --beam 1 is greedy (argmax); beam search
       ranks by log P / ((5 + length) / 6)^A (GNMT; A and K default to the spec's decoding:).
       --n-best N prints "index ||| text ||| score" for the N best of each sentence. --sample draws
-      tokens instead (beam 1). --input - translates standard input as lines arrive, writing each
+      tokens instead (K independent samples with --beam K). --input - translates standard input as lines arrive, writing each
       batch in input order without waiting for the end. --no-cache runs the reference decoder
       (the whole prefix every step). With references, prints corpus BLEU (13a tokenization).
       --alignment hard|soft appends the word alignment (compile with

@@ -78,7 +78,7 @@ Options without(Options options, std::initializer_list<std::string> names) {
 std::vector<CommandSpec> commandSpecs() {
   return {
       {"compile", "spec", "model spec (.yaml)", "Compile a model spec to an artifact (or an executable, or print the IR).",
-       concat({Options{{"o", Kind::Text, "output path (default <spec name>.tfmx, or <spec name> for an executable)"},
+       concat({Options{{"o", Kind::Text, "output path (default: the spec file's name with .tfmx, or without it for an executable, in the working directory)"},
                        {"emit", Kind::Text, "artifact (default), executable (a translation program), or mlir"},
                        {"entries", Kind::Text, "comma list of forward, gradients, train_step, accumulate, translate, alignment (with translate: word alignment)"},
                        {"alignment-layer", Kind::Int, "with the alignment entry: the decoder layer (0 = the first) whose cross-attention gives it (default: the last)"},
