@@ -64,8 +64,15 @@ int averageCommand(const CommandLine &cl) {
     } else if (tokenizerKeys(meta).count("tokenizer.fingerprint") != tokenizer.count("tokenizer.fingerprint") ||
                (tokenizer.count("tokenizer.fingerprint") &&
                 meta.at("tokenizer.fingerprint") != tokenizer.at("tokenizer.fingerprint"))) {
-      std::cerr << "tfmc average: error: '" << c << "' was trained with a different tokenizer than '"
-                << checkpoints.front() << "'\n";
+      const bool cRecords = tokenizerKeys(meta).count("tokenizer.fingerprint") > 0;
+      const bool firstRecords = tokenizer.count("tokenizer.fingerprint") > 0;
+      if (cRecords != firstRecords)  // one run on a corpus, the other on one batch (no tokenizer)
+        std::cerr << "tfmc average: error: '" << (cRecords ? checkpoints.front() : c)
+                  << "' records no tokenizer (trained without --data) but '" << (cRecords ? c : checkpoints.front())
+                  << "' does: average checkpoints of one run\n";
+      else
+        std::cerr << "tfmc average: error: '" << c << "' was trained with a different tokenizer than '"
+                  << checkpoints.front() << "'\n";
       return 1;
     }
     for (size_t i = 0; i < a.params.size(); ++i) {

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (!std::strcmp(argv[i], "--version")) {
-      std::printf("%s: model '%s', compiled by tfmc\n", argv[0], model.c_str());
+      std::printf("%s: model '%s', compiled by tfmc %s\n", argv[0], model.c_str(), tfmc::kVersion);
       return 0;
     }
   }

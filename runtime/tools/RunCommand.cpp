@@ -239,6 +239,13 @@ int runForward(const char *cmd, RunSettings rs) {
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun(cmd, rs, /*saveLater=*/false, model, inputs)) return code;
+  if (rs.entry == "gradients" &&
+      std::none_of(model->artifact().functions.begin(), model->artifact().functions.end(),
+                   [](const tfmrt::EntryFunction &fn) { return fn.name == "gradients"; })) {
+    std::cerr << commandName(cmd) << ": error: " << rs.artifactPath
+              << " has no gradients entry: compile it with --entries=forward,gradients\n";
+    return 1;
+  }
   const tfmrt::Artifact &a = model->artifact();
   const int64_t batch = inputs[0].shape[0];
   const int64_t positions = batch * (inputs[0].shape[1] + inputs[1].shape[1]);

@@ -358,7 +358,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     return 2;
   }
   if ((validBleu || patience > 0) && (!cl.has("data") || cl.get("valid-split", "val") == "none")) {
-    std::cerr << "tfmc train: error: --valid-bleu and --patience need a validation split (--data, not --valid-split none)\n";
+    std::cerr << "tfmc train: error: " << (validBleu && patience > 0 ? "--valid-bleu and --patience need" : validBleu ? "--valid-bleu needs" : "--patience needs")
+              << " a validation split (--data, not --valid-split none)\n";
     return 2;
   }
   if (!resume.empty() && (cl.has("first-step") || cl.has("weights") || cl.has("seed"))) {
@@ -399,6 +400,10 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     }
   if (evalEvery < 0) {
     std::cerr << "tfmc train: error: --eval-every must be >= 0 (0: at the end), got " << evalEvery << "\n";
+    return 2;
+  }
+  if (cl.has("eval-every") && cl.has("data") && cl.get("valid-split", "val") == "none") {  // it was taken and ignored
+    std::cerr << "tfmc train: error: --eval-every evaluates on the validation split: drop it or --valid-split none\n";
     return 2;
   }
   // Options of corpus training (after their range checks) were taken and ignored without a corpus.

@@ -462,6 +462,10 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (o.maxLengthOffset < 0 || o.maxLengthOffset > kMaxLengthOffset)
     return tfmrt::invalidArgument("--max-length-offset must be in [0, " + std::to_string(kMaxLengthOffset) +
                                   "], got " + std::to_string(o.maxLengthOffset));
+  // Ratio 0 and offset 0 allowed no token but the one every sentence gets ("A" for each).
+  if (o.maxLengthRatio == 0.0 && o.maxLengthOffset < 1)
+    return tfmrt::invalidArgument("--max-length-ratio 0 with --max-length-offset 0 leaves no room for an output: give "
+                                  "a ratio > 0 or an offset >= 1");
   std::unique_ptr<Translator> t(new Translator());
   t->options_ = o;
   t->threads_ = model.options().num_threads > 0 ? model.options().num_threads : omp_get_max_threads();
