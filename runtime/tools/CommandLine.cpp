@@ -103,7 +103,7 @@ std::vector<CommandSpec> commandSpecs() {
                {"checkpoint", Kind::Text, "checkpoint path (written atomically)"},
                {"checkpoint-every", Kind::Int, "checkpoint every N steps (and at the end)"},
                {"resume", Kind::Text, "continue from a checkpoint (and save to it, unless --checkpoint or --save-dir)"},
-               {"data", Kind::Text, "parallel corpus directory (<dir>/train.<lang>.gz)"},
+               {"data", Kind::Text, "parallel corpus directory (<dir>/train.<lang>.gz or plain <dir>/train.<lang>)"},
                {"src", Kind::Text, "source language (default de)"},
                {"tgt", Kind::Text, "target language (default en)"},
                {"tokenizer", Kind::Text, "SentencePiece model"},

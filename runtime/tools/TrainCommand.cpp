@@ -1053,7 +1053,7 @@ int tokenizerCommand(const CommandLine &cl) {
   const std::string split = cl.get("split", "train");
   for (const std::string &lang : langs) {
     std::vector<std::string> lines;
-    if (auto s = tfmdata::readLines(dir + "/" + split + "." + lang + ".gz", lines); !s.ok()) return fail("tokenizer", s);
+    if (auto s = tfmdata::readLines(tfmdata::corpusSideFile(dir, split, lang), lines); !s.ok()) return fail("tokenizer", s);
     sentences.insert(sentences.end(), lines.begin(), lines.end());
   }
   tfmdata::TokenizerOptions options;

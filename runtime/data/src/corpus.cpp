@@ -161,20 +161,16 @@ std::vector<std::string> corpusDirectoryFiles(const std::string &dir) {
   return files;
 }
 
-namespace {
-
-std::string findSide(const std::string &dir, const std::string &split, const std::string &lang) {
+std::string corpusSideFile(const std::string &dir, const std::string &split, const std::string &lang) {
   const std::string base = dir + "/" + split + "." + lang;
   for (const std::string &p : {base + ".gz", base})
     if (std::ifstream(p).good()) return p;
   return base + ".gz";  // the error will name the expected file
 }
 
-}  // namespace
-
 tfmrt::Status readParallel(const std::string &dir, const std::string &split, const std::string &srcLang,
                            const std::string &tgtLang, ParallelCorpus &out) {
-  const std::string srcPath = findSide(dir, split, srcLang), tgtPath = findSide(dir, split, tgtLang);
+  const std::string srcPath = corpusSideFile(dir, split, srcLang), tgtPath = corpusSideFile(dir, split, tgtLang);
   TFMRT_RETURN_IF_ERROR(readLines(srcPath, out.src));
   TFMRT_RETURN_IF_ERROR(readLines(tgtPath, out.tgt));
   if (out.src.size() != out.tgt.size())

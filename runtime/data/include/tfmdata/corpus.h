@@ -15,6 +15,8 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
 // for refusing an output path that would overwrite one of them. Empty when `dir` is empty or
 // cannot be listed.
 std::vector<std::string> corpusDirectoryFiles(const std::string &dir);
+// <dir>/<split>.<lang>.gz, or <dir>/<split>.<lang> when only that exists (the .gz name when neither).
+std::string corpusSideFile(const std::string &dir, const std::string &split, const std::string &lang);
 
 struct ParallelCorpus {
   std::vector<std::string> src, tgt;  // line i of both sides is a translation pair
