@@ -174,7 +174,8 @@ std::vector<CommandSpec> commandSpecs() {
         {"workers", Kind::Int,
          "translators on their own threads, taking blocks of sentences from one queue (default 1); --threads, --batch "
          "and --max-batch-tokens then apply per worker (threads default to the cores / N)"},
-        {"profile", Kind::Flag, "print time per kernel"}}},
+        {"profile", Kind::Flag, "print time per kernel"},
+        {"quiet", Kind::Flag, "print no 'weights from', progress or summary lines (errors, warnings and BLEU still)"}}},
       {"inspect", "model", "compiled artifact (.tfmx)", "Validate an artifact and summarise it.", {}},
       {"average", "files", "the artifact, then the checkpoints to average",
        "Average the parameters of checkpoints of one model (e.g. the last N) into a new checkpoint.",

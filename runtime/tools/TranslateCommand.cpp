@@ -451,7 +451,7 @@ int translateCommand(const CommandLine &cl) {
                              "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
-                             "word-scores", "workers", "alignment"});
+                             "word-scores", "workers", "alignment", "quiet"});
   if (!unknown.empty()) {
     std::cerr << commandName("translate") << ": error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -542,6 +542,7 @@ int translateCommand(const CommandLine &cl) {
     }
   }
   job.nBestLines = cl.has("n-best") || job.wordScores;  // --n-best 1 too: the score is the point
+  const bool quiet = cl.has("quiet");  // no "weights from", progress or summary lines on standard error
   const int64_t threads = cl.getInt("threads", 0), workers = cl.getInt("workers", 1);
   job.maxSentences = cl.getInt("max-sentences", 0);
   for (const auto &[flag, bad, rule] : {std::tuple<const char *, bool, const char *>{"batch", job.batch < 1, ">= 1"},
@@ -700,9 +701,9 @@ int translateCommand(const CommandLine &cl) {
     if (auto s = models[i]->loadCheckpoint(weightFiles[i], step, &meta, /*withTrainingState=*/false); !s.ok())
       return fail("translate", s);
     if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
-    std::fprintf(stderr, "weights from %s (after step %lld)\n", weightFiles[i].c_str(), (long long)step);
+    if (!quiet) std::fprintf(stderr, "weights from %s (after step %lld)\n", weightFiles[i].c_str(), (long long)step);
   }
-  if (members > 1) {
+  if (members > 1 && !quiet) {
     std::fprintf(stderr, "ensemble of %zu models, weights", members);
     for (size_t i = 0; i < members; ++i)
       std::fprintf(stderr, " %.3g", ensembleWeights.empty() ? 1.0 / double(members) : ensembleWeights[i]);
@@ -797,7 +798,7 @@ int translateCommand(const CommandLine &cl) {
   const auto start = std::chrono::steady_clock::now();
   // Progress ("translated n/N", rewritten in place) only on a terminal: in a log it was one long
   // line of carriage returns.
-  const bool progress = ::isatty(STDERR_FILENO) == 1;
+  const bool progress = !quiet && ::isatty(STDERR_FILENO) == 1;
   if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress, scoring ? &references : nullptr,
                             cl.has("target-prefix") ? &prefixes : nullptr);
       !s.ok())
@@ -818,7 +819,9 @@ int translateCommand(const CommandLine &cl) {
   } else if (!cl.has("data")) {
     for (const auto &h : lines) std::printf("%s\n", h.c_str());
   }
-  if (scoring)  // the references' log-probability (natural log, </s> included) and perplexity
+  if (quiet && !cl.has("data")) {
+    // The summary line is on standard error without --data: --quiet drops it (with --data it is the output).
+  } else if (scoring)  // the references' log-probability (natural log, </s> included) and perplexity
     std::fprintf(cl.has("data") ? stdout : stderr,
                  "%s: %zu references scored%s, batch %lld%s, %lld tokens with </s>: log-prob %.2f, %.4f per token, "
                  "perplexity %.2f, %.2f s (%.0f tokens/s, %lld decoder calls), load average %s\n",
