@@ -18,7 +18,9 @@ class Tfm_UnaryOp<string mnemonic, int minRank = 0, list<Trait> traits = []>
     : Tfm_ExecOp<mnemonic, "sameAsFirst", !listconcat([Pure, SameOperandsAndResultType], traits), 1> {
   let arguments = (ins Tfm_F32<minRank, Tfm_MaxRank>:$input);
   let results = (outs Tfm_F32Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  // One type when the types are equal, else all of them: SameOperandsAndResultType accepts
+  // compatible shapes (?x1x4 with ?x?x4), and one printed type did not parse back.
+  let assemblyFormat = "$input attr-dict `:` custom<SameOrAllTypes>(type($input), type($result))";
 }
 
 // How the runtime may store a constant GEMM weight (selects the kernel's layout).
@@ -110,7 +112,7 @@ def Tfm_AddOp : Tfm_ExecOp<"add", "elementwise", [Pure, SameOperandsAndResultTyp
   let summary = "Elementwise a + b (residual connections)";
   let arguments = (ins Tfm_F32Tensor:$lhs, Tfm_F32Tensor:$rhs);
   let results = (outs Tfm_F32Tensor:$result);
-  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` custom<SameOrAllTypes>(type($lhs), type($rhs), type($result))";
 }
 
 def Tfm_BiasAddOp : Tfm_ExecOp<"bias_add", "biasAdd", [Pure]> {
@@ -457,14 +459,14 @@ def Tfm_ReluGradOp : Tfm_ExecOp<"relu_grad", "elementwise", [Pure, SameOperandsA
   let summary = "dy where the forward value > 0, else 0 (relu's input or output: both are > 0 at the same places)";
   let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
   let results = (outs Tfm_F32Tensor:$result);
-  let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
+  let assemblyFormat = "$input `,` $dy attr-dict `:` custom<SameOrAllTypes>(type($input), type($dy), type($result))";
 }
 
 def Tfm_GeluGradOp : Tfm_ExecOp<"gelu_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
   let summary = "dy * GELU'(x) for the exact (erf) GELU";
   let arguments = (ins Tfm_F32Tensor:$input, Tfm_F32Tensor:$dy);
   let results = (outs Tfm_F32Tensor:$result);
-  let assemblyFormat = "$input `,` $dy attr-dict `:` type($result)";
+  let assemblyFormat = "$input `,` $dy attr-dict `:` custom<SameOrAllTypes>(type($input), type($dy), type($result))";
 }
 
 def Tfm_SoftmaxGradOp : Tfm_ExecOp<"softmax_grad", "elementwise", [Pure, SameOperandsAndResultType], 1> {
@@ -475,7 +477,7 @@ def Tfm_SoftmaxGradOp : Tfm_ExecOp<"softmax_grad", "elementwise", [Pure, SameOpe
   }];
   let arguments = (ins Tfm_F32<1, Tfm_MaxRank>:$output, Tfm_F32<1, Tfm_MaxRank>:$dy);
   let results = (outs Tfm_F32Tensor:$result);
-  let assemblyFormat = "$output `,` $dy attr-dict `:` type($result)";
+  let assemblyFormat = "$output `,` $dy attr-dict `:` custom<SameOrAllTypes>(type($output), type($dy), type($result))";
 }
 
 def Tfm_LayerNormGradOp : Tfm_ExecOp<"layer_norm_grad", "layerNormGrad", [Pure]> {

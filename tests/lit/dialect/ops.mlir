@@ -131,3 +131,16 @@ func.func @bf16_matmul(%a: tensor<?x4xbf16>, %b: tensor<3x4xbf16>, %q: tensor<?x
   %1 = tfm.batch_matmul %q, %k : (tensor<?x2x?x4xbf16>, tensor<?x2x4x?xbf16>) -> tensor<?x2x?x?xf32>
   return
 }
+
+// Compatible but unequal shapes (decode_step's residual: one position plus a dynamic length)
+// print every type; one printed type did not parse back.
+// CHECK-LABEL: func.func @compatible_shapes
+// CHECK: tfm.add %arg0, %arg1 : (tensor<?x1x8xf32>, tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+// CHECK: tfm.relu %{{.*}} : (tensor<?x1x8xf32>) -> tensor<?x?x8xf32>
+// CHECK: tfm.relu_grad %arg0, %arg1 : (tensor<?x1x8xf32>, tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+func.func @compatible_shapes(%x: tensor<?x1x8xf32>, %y: tensor<?x?x8xf32>) {
+  %0 = tfm.add %x, %y : (tensor<?x1x8xf32>, tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+  %1 = tfm.relu %0 : (tensor<?x1x8xf32>) -> tensor<?x?x8xf32>
+  %2 = tfm.relu_grad %x, %y : (tensor<?x1x8xf32>, tensor<?x?x8xf32>) -> tensor<?x1x8xf32>
+  return
+}
