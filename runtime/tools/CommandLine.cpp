@@ -172,8 +172,9 @@ std::vector<CommandSpec> commandSpecs() {
         {"kernels", Kind::Text, "dnnl (default) or reference"},
         {"threads", Kind::Int, "OpenMP threads (0 = all cores; at most 1024); with --workers N, per worker (0 = the cores / N)"},
         {"workers", Kind::Int,
-         "translators on their own threads, taking blocks of sentences from one queue (default 1); --threads, --batch "
-         "and --max-batch-tokens then apply per worker (threads default to the cores / N)"},
+         "translators on their own threads, taking blocks of sentences from one queue (default 0: one per core, at "
+         "most 8, each on one thread; 1 with --threads N or --profile); --threads, --batch and --max-batch-tokens then apply per "
+         "worker (threads default to the cores / N)"},
         {"profile", Kind::Flag, "print time per kernel"},
         {"quiet", Kind::Flag, "print no 'weights from', progress or summary lines (errors, warnings and BLEU still)"}}},
       {"inspect", "model", "compiled artifact (.tfmx)", "Validate an artifact and summarise it.", {}},

@@ -67,6 +67,8 @@ struct InputNotes {
 };
 
 constexpr int64_t kMaxWorkers = 256;
+// The default --workers on many cores: each worker holds its own K/V caches and arenas.
+constexpr int64_t kAutoWorkersMax = 8;
 
 // The --workers threads, started once for the whole command: streamed input translates chunk by
 // chunk, and new threads per chunk would start new OpenMP pools and grow their per-thread buffers
@@ -543,14 +545,14 @@ int translateCommand(const CommandLine &cl) {
   }
   job.nBestLines = cl.has("n-best") || job.wordScores;  // --n-best 1 too: the score is the point
   const bool quiet = cl.has("quiet");  // no "weights from", progress or summary lines on standard error
-  const int64_t threads = cl.getInt("threads", 0), workers = cl.getInt("workers", 1);
+  const int64_t threads = cl.getInt("threads", 0), workersGiven = cl.getInt("workers", 0);
   job.maxSentences = cl.getInt("max-sentences", 0);
   for (const auto &[flag, bad, rule] : {std::tuple<const char *, bool, const char *>{"batch", job.batch < 1, ">= 1"},
                                         {"n-best", job.nBest < 1, ">= 1"},
                                         {"max-batch-tokens", job.maxBatchTokens < 0, ">= 0 (0: no limit)"},
                                         {"max-sentences", job.maxSentences < 0, ">= 0 (0: all)"},
                                         {"threads", threads < 0, ">= 0 (0: all cores)"},
-                                        {"workers", workers < 1 || workers > kMaxWorkers, "in [1, 256]"}})
+                                        {"workers", workersGiven < 0 || workersGiven > kMaxWorkers, "in [0, 256] (0: one per core)"}})
     if (bad) {
       std::cerr << commandName("translate") << ": error: --" << flag << " must be " << rule << ", got " << cl.get(flag) << "\n";
       return 2;
@@ -586,6 +588,14 @@ int translateCommand(const CommandLine &cl) {
   }
   tfmrt::RuntimeOptions options;
   if (!parseKernels("translate", cl.get("kernels", "dnnl"), options.backend)) return 2;
+  // By default one worker per core, each on one thread (Marian's --cpu-threads): a translator's
+  // threads meet after every kernel, and on a machine where other work holds a core they wait
+  // there for a descheduled thread (test_2016 beam 4 beside other processes: 40-60 s on one worker
+  // with 2 threads, 10.2 s on two workers). --threads N alone keeps one worker with N threads, and
+  // so does --profile (its kernel times are per call of one translator).
+  const int64_t workers = workersGiven > 0                    ? workersGiven
+                          : threads > 0 || cl.has("profile") ? 1
+                                                              : std::clamp<int64_t>(omp_get_max_threads(), 1, kAutoWorkersMax);
   // --workers N without --threads (or with 0): the cores shared out (OpenMP's default count,
   // OMP_NUM_THREADS included, over N; at least one each), not all cores for every worker.
   options.num_threads = workers == 1 || threads > 0 ? int(threads) : std::max(1, omp_get_max_threads() / int(workers));

@@ -564,7 +564,13 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
   // A wide beam's candidates and hypotheses live in the search's own vectors, not in the session:
   // running out of memory there is an error for the caller, not an abort.
   try {
-    return search(sources, out, sentenceIds, progress);
+    Status s = search(sources, out, sentenceIds, progress);
+    // Where the memory ran out depends on what else holds it (other workers' caches): an entry's
+    // arena names no option, so the hint is added here.
+    if (!s.ok() && s.message().find("out of memory") != std::string::npos &&
+        s.message().find("(lower --") == std::string::npos)
+      return Status(s.code(), s.message() + " (lower --batch or --beam, or --workers)");
+    return s;
   } catch (const std::bad_alloc &) {
     return tfmrt::internalError("out of memory in the search: a beam of " + std::to_string(options_.beam) + " over " +
                                 std::to_string(sources.size()) + " sentence(s) (lower --beam or --batch)");
