@@ -3,10 +3,14 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <thread>
+
+#include <omp.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -49,6 +53,42 @@ std::string loadAverage() {
   std::string a, b, c;
   in >> a >> b >> c;
   return a + " " + b + " " + c;
+}
+
+// Cores kept busy by other processes: /proc/stat's busy time over `seconds` while this process
+// sleeps (so all of it is others'), in cores. -1 when /proc/stat cannot be read.
+double coresBusyElsewhere(double seconds) {
+  auto sample = [](uint64_t &busy, uint64_t &total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    uint64_t v[8] = {};  // user nice system idle iowait irq softirq steal
+    if (!(in >> cpu) || cpu != "cpu") return false;
+    for (uint64_t &x : v)
+      if (!(in >> x)) return false;
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    total = busy + v[3] + v[4];
+    return true;
+  };
+  uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
+  if (!sample(b0, t0)) return -1;
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  if (!sample(b1, t1) || t1 <= t0) return -1;
+  return double(b1 - b0) / double(t1 - t0) * double(omp_get_num_procs());
+}
+
+void noticeBusyCores(const char *cmd, int threads) {
+  const char *enabled = std::getenv("TFMC_BUSY_NOTICE");  // 0: off (the test suite's setting)
+  if (threads <= 1 || (enabled && std::string(enabled) == "0")) return;
+  const double busy = coresBusyElsewhere(0.2);
+  const int cores = omp_get_num_procs();
+  if (busy < 0.5 || double(cores) - busy >= double(threads) - 0.25) return;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", busy);
+  std::cerr << commandName(cmd) << ": notice: other processes keep " << buf << " of " << cores << " cores busy: "
+            << threads << " threads wait for each other after every kernel when one is descheduled (beside one "
+            << "busy process on 2 cores, a small-model training step took 1.4-1.8 s with 2 threads, 1.0 s with "
+            << "--threads 1); fewer threads may be faster (they change the floating-point sums: resume with the "
+               "same --threads)\n";
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {

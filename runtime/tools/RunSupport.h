@@ -28,6 +28,9 @@ struct RunSettings {
 
 std::string loadAverage();
 std::string shapeString(const std::vector<int64_t> &shape);
+// A notice on stderr when other processes keep so many cores busy that `threads` OpenMP threads
+// cannot all run (sampled over 0.2 s): fewer threads are then faster.
+void noticeBusyCores(const char *cmd, int threads);
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
 void printProfile(const tfmrt::Model &model, size_t calls, const char *per, std::FILE *to = stdout);
 // --kernels=dnnl|reference; false after printing an error.

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <csignal>
 #include <sys/stat.h>
+#include <omp.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -497,6 +498,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   std::unique_ptr<tfmrt::Model> model;
   std::vector<tfmrt::Tensor> inputs;
   if (int code = prepareRun("train", rs, /*saveLater=*/true, model, inputs)) return code;
+  if (!distributed) noticeBusyCores("train", rs.threads > 0 ? int(rs.threads) : omp_get_max_threads());
   const tfmrt::Artifact &a = model->artifact();
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);

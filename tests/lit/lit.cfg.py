@@ -15,6 +15,9 @@ config.environment["PATH"] = path
 # lit runs tests side by side; OpenMP threads that spin-wait for work then starve each other (a
 # 2-core machine ran the suite 10x slower). Sleeping waiters cost little when a core is free.
 config.environment["OMP_WAIT_POLICY"] = "PASSIVE"
+# Side by side, tests keep each other's cores busy: train's notice about busy cores would come and
+# go with the schedule. busy_cores.test turns it back on.
+config.environment["TFMC_BUSY_NOTICE"] = "0"
 # A sanitizer build (scripts/test.sh --sanitize) keeps its settings inside lit's clean environment.
 for name in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
     if name in os.environ:
