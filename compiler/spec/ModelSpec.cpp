@@ -967,6 +967,10 @@ void SpecParser::crossChecks() {
 
   // The sinusoidal table (max_len x d_model floats) is a constant of the artifact and learned
   // positions are a parameter of that size: 2^28 floats (1 GiB) is far past any useful length.
+  // Training prepends BOS to the target and appends </s>, translation needs room for a token
+  // besides them: max_len 1 compiled and trained, and translate refused it ("maxLen must be >= 2").
+  if (ok("model", "max_len") && i64("model", "max_len") < 2)
+    error(where("model", "max_len"), "'max_len' must be >= 2 (a sequence holds BOS or </s> besides its tokens)");
   if (ok("model", "max_len") && ok("model", "d_model")) {
     const double table = double(spec_.model.max_len) * double(spec_.model.d_model);
     if (table > double(int64_t(1) << 28)) {

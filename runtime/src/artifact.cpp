@@ -455,12 +455,17 @@ void appendU64(std::vector<uint8_t> &out, uint64_t v) {
 }
 }  // namespace
 
-bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size) {
+bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size, std::string *damage) {
   if (file.size() < kTrailerSize) return false;
   const uint8_t *t = file.data() + file.size() - kTrailerSize;
   if (std::memcmp(t + 16, kEmbeddedMagic, sizeof kEmbeddedMagic) != 0) return false;
   const uint64_t off = readU64(t), len = readU64(t + 8);
-  if (off > file.size() - kTrailerSize || len != file.size() - kTrailerSize - off) return false;
+  if (off > file.size() - kTrailerSize || len != file.size() - kTrailerSize - off) {
+    if (!damage) return false;
+    *damage = "its trailer places the model at bytes " + std::to_string(off) + " + " + std::to_string(len) +
+              " of a " + std::to_string(file.size()) + "-byte file";
+    return true;
+  }
   offset = size_t(off);
   size = size_t(len);
   return true;

@@ -26,7 +26,8 @@ bool carriesArtifact(const std::string &path, std::string &modelName, std::strin
   std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t offset = 0, size = 0;
-  if (!tfmrt::findEmbeddedArtifact(bytes, offset, size)) return false;
+  if (!tfmrt::findEmbeddedArtifact(bytes, offset, size, &damage)) return false;
+  if (!damage.empty()) return true;
   tfmrt::Artifact a;
   if (tfmrt::Status s = tfmrt::deserializeArtifact(bytes.data() + offset, size, a); !s.ok()) {
     damage = s.message();

@@ -444,7 +444,7 @@ Status Translator::create(tfmrt::Model &model, const SearchOptions &o, std::uniq
   if (!(o.lengthPenalty >= 0 && o.lengthPenalty <= kMaxLengthPenalty))
     return tfmrt::invalidArgument("--length-penalty must be in [0, " + shortNumber(kMaxLengthPenalty) + "], got " +
                                   shortNumber(o.lengthPenalty));
-  if (o.maxLen < 2) return tfmrt::invalidArgument("maxLen must be >= 2");
+  if (o.maxLen < 2) return tfmrt::invalidArgument("the model's max_len must be >= 2 to translate");
   if (o.maxSentences < 0 || o.maxSourceTokens < 0)
     return tfmrt::invalidArgument("the batch limits (sentences, source tokens) must be >= 0");
   if (o.encodeBlockTokens < 1) return tfmrt::invalidArgument("the encoder's block size (tokens) must be >= 1");

@@ -148,7 +148,10 @@ Status writeArtifactFile(const Artifact &artifact, const std::string &path);
 Status readArtifactFile(const std::string &path, Artifact &artifact);
 // Appends serialized artifact bytes and a trailer locating them to an executable's bytes.
 void appendEmbeddedArtifact(std::vector<uint8_t> &program, const std::vector<uint8_t> &artifactBytes);
-// Where the artifact of an emitted executable is (false if `file` carries none).
-bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size);
+// Where the artifact of an emitted executable is (false if `file` carries none). With `damage`:
+// a trailer whose offset or size does not fit the file is reported there (and true returned),
+// not taken for no trailer.
+bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size,
+                          std::string *damage = nullptr);
 
 }  // namespace tfmrt
