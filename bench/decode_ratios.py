@@ -54,8 +54,7 @@ def translate(args, beam, cache, out, model=None):
         cmd.append("--no-cache")
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    if args.workers > 1:
-        cmd += ["--workers", str(args.workers)]
+    cmd += ["--workers", str(args.workers)]  # explicit: tfmc translate's default is one per core
     if args.batch:
         cmd += ["--batch", str(args.batch)]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -344,8 +344,22 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   const std::string resume = cl.get("resume");
   // A resumed run saves where it resumed from unless told otherwise (as Marian and fairseq do):
   // without --checkpoint, the steps after a resume were trained and then thrown away.
-  const bool checkpointIsResume = saveDir.empty() && !cl.has("checkpoint") && !resume.empty();
-  const std::string checkpoint = !saveDir.empty() ? saveDir + "/checkpoint_last" : checkpointIsResume ? resume : cl.get("checkpoint");
+  // Not a device or /proc path (--resume /dev/stdin < ck would append to ck), and a --save-dir's
+  // checkpoint_best or checkpoint_<step> continues into its checkpoint_last, not under that name.
+  const bool checkpointIsResume = saveDir.empty() && !cl.has("checkpoint") && !resume.empty() &&
+                                  resume.rfind("/dev/", 0) != 0 && resume.rfind("/proc/", 0) != 0;
+  std::string resumeTarget = resume;
+  if (checkpointIsResume) {
+    const size_t slash = resume.find_last_of('/');
+    const std::string base = resume.substr(slash + 1);  // npos + 1 == 0
+    const bool numbered = base.size() > 11 && base.compare(0, 11, "checkpoint_") == 0 &&
+                          base.find_first_not_of("0123456789", 11) == std::string::npos;
+    if (base == "checkpoint_best" || numbered)
+      resumeTarget = (slash == std::string::npos ? std::string() : resume.substr(0, slash + 1)) + "checkpoint_last";
+  }
+  const std::string checkpoint = !saveDir.empty()    ? saveDir + "/checkpoint_last"
+                                 : checkpointIsResume ? resumeTarget
+                                                      : cl.get("checkpoint");
   const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
   const int64_t keepLast = cl.getInt("keep-last", 0), patience = cl.getInt("patience", 0);
   const bool validBleu = cl.has("valid-bleu");
@@ -603,8 +617,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
     firstStep = last + 1;
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
     if (checkpointIsResume && leader)
-      std::printf("checkpoints go to %s, the file resumed from (--checkpoint <file> writes them elsewhere)\n",
-                  checkpoint.c_str());
+      std::printf("checkpoints go to %s, %s (--checkpoint <file> writes them elsewhere)\n", checkpoint.c_str(),
+                  checkpoint == resume ? "the file resumed from" : "beside the file resumed from");
   }
   // On a corpus, training runs to the spec's training.max_steps unless --steps says how many
   // more; one batch (a demonstration or a test) runs 20 steps.
