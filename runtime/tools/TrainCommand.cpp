@@ -267,12 +267,10 @@ int ranksAgree(tfmdist::Communicator &comm, const char *what, uint64_t value, co
   if (auto s = comm.allgather(value, all); !s.ok()) return fail("train", s);
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)value);
       // One write: the launcher forwards it as one piece, not interleaved with other ranks' lines.
       const std::string message = "tfmc train: error: rank " + std::to_string(comm.rank()) + " of " +
                                   std::to_string(comm.size()) + ": the ranks do not hold the same " + what +
-                                  " (rank 0 and rank " + std::to_string(r) + " differ; this rank's fingerprint " + buf +
+                                  " (rank 0 and rank " + std::to_string(r) + " differ; this rank's fingerprint " + hex64(value) +
                                   "): " + advice + "\n";
       std::fputs(message.c_str(), stderr);
       return 1;
