@@ -8,9 +8,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include <omp.h>
+#include <sched.h>
 
 #include "Commands.h"
 #include "RunSupport.h"
@@ -55,32 +57,79 @@ std::string loadAverage() {
   return a + " " + b + " " + c;
 }
 
-// Cores kept busy by other processes: /proc/stat's busy time over `seconds` while this process
-// sleeps (so all of it is others'), in cores. -1 when /proc/stat cannot be read.
-double coresBusyElsewhere(double seconds) {
-  auto sample = [](uint64_t &busy, uint64_t &total) {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
+namespace {
+// Busy and total jiffies of the per-CPU lines of /proc/stat's text, over the CPUs in `allowed`
+// (all of them when null). False when no such line parses.
+bool statJiffies(const std::string &stat, const std::vector<int> *allowed, uint64_t &busy, uint64_t &total) {
+  std::istringstream in(stat);
+  std::string line;
+  busy = total = 0;
+  bool any = false;
+  while (std::getline(in, line)) {
+    if (line.compare(0, 3, "cpu") != 0) break;  // the cpu lines come first
+    if (line.size() < 4 || line[3] < '0' || line[3] > '9') continue;  // "cpu ": the all-CPU sum
+    std::istringstream fields(line.substr(3));
+    int index = -1;
+    fields >> index;
+    if (allowed && std::find(allowed->begin(), allowed->end(), index) == allowed->end()) continue;
     uint64_t v[8] = {};  // user nice system idle iowait irq softirq steal
-    if (!(in >> cpu) || cpu != "cpu") return false;
     for (uint64_t &x : v)
-      if (!(in >> x)) return false;
-    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-    total = busy + v[3] + v[4];
-    return true;
-  };
+      if (!(fields >> x)) return false;
+    busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    total += v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+    any = true;
+  }
+  return any;
+}
+
+std::vector<int> allowedCpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+
+std::string readStat() {
+  std::ifstream in("/proc/stat");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+double busyCoresBetween(const std::string &before, const std::string &after, const std::vector<int> &allowed) {
+  const std::vector<int> *only = allowed.empty() ? nullptr : &allowed;
   uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
-  if (!sample(b0, t0)) return -1;
+  if (!statJiffies(before, only, b0, t0) || !statJiffies(after, only, b1, t1) || t1 <= t0 || b1 < b0) return -1;
+  // total is summed over the counted CPUs, so busy / total is the mean load of one of them.
+  double cpus = 0;
+  std::istringstream in(after);
+  for (std::string line; std::getline(in, line) && line.compare(0, 3, "cpu") == 0;)
+    if (line.size() > 3 && line[3] >= '0' && line[3] <= '9' &&
+        (!only || std::find(only->begin(), only->end(), std::atoi(line.c_str() + 3)) != only->end()))
+      cpus += 1;
+  return double(b1 - b0) / double(t1 - t0) * cpus;
+}
+
+// Cores kept busy by other processes: /proc/stat's busy time over `seconds` while this process
+// sleeps (so all of it is others'), in cores, over the CPUs this process may run on (under a
+// cpuset or taskset the machine's other CPUs are not ours to wait for). -1 when /proc/stat cannot
+// be read.
+static double coresBusyElsewhere(double seconds, const std::vector<int> &allowed) {
+  const std::string before = readStat();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  if (!sample(b1, t1) || t1 <= t0) return -1;
-  return double(b1 - b0) / double(t1 - t0) * double(omp_get_num_procs());
+  return busyCoresBetween(before, readStat(), allowed);
 }
 
 void noticeBusyCores(const char *cmd, int threads) {
   const char *enabled = std::getenv("TFMC_BUSY_NOTICE");  // 0: off (the test suite's setting)
   if (threads <= 1 || (enabled && std::string(enabled) == "0")) return;
-  const double busy = coresBusyElsewhere(0.2);
-  const int cores = omp_get_num_procs();
+  const std::vector<int> allowed = allowedCpus();
+  const double busy = coresBusyElsewhere(0.2, allowed);
+  const int cores = allowed.empty() ? omp_get_num_procs() : int(allowed.size());
   if (busy < 0.5 || double(cores) - busy >= double(threads) - 0.25) return;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", busy);

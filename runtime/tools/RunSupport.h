@@ -31,6 +31,9 @@ std::string shapeString(const std::vector<int64_t> &shape);
 // A notice on stderr when other processes keep so many cores busy that `threads` OpenMP threads
 // cannot all run (sampled over 0.2 s): fewer threads are then faster.
 void noticeBusyCores(const char *cmd, int threads);
+// Cores kept busy between two snapshots of /proc/stat's text, over the CPUs in `allowed` (all when
+// empty): busy jiffies over all jiffies of those CPUs, times their count. -1 if either does not parse.
+double busyCoresBetween(const std::string &before, const std::string &after, const std::vector<int> &allowed);
 // Kernel time per call of the entry, most expensive first (RuntimeOptions::profile).
 void printProfile(const tfmrt::Model &model, size_t calls, const char *per, std::FILE *to = stdout);
 // --kernels=dnnl|reference; false after printing an error.
