@@ -123,6 +123,12 @@ std::string joined(const std::vector<std::string> &names) {
 // A string by its quotes, or by an explicit !!str tag (`heads: !!str 4` compiled as 4 heads).
 bool isQuoted(const YAML::Node &n) { return n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str"; }
 
+// "!!float" for the core schema's tags, the tag itself otherwise.
+std::string shortTag(const std::string &tag) {
+  const std::string core = "tag:yaml.org,2002:";
+  return tag.compare(0, core.size(), core) == 0 ? "!!" + tag.substr(core.size()) : tag;
+}
+
 // What a value looks like, for "got ..." in messages.
 std::string describe(const YAML::Node &n) {
   switch (n.Type()) {
@@ -138,7 +144,22 @@ std::string describe(const YAML::Node &n) {
   }
   if (n.Tag() == "!")
     return "the quoted string " + quote(n.Scalar());
-  return isQuoted(n) ? "the string (tagged !!str) " + quote(n.Scalar()) : quote(n.Scalar());
+  if (isQuoted(n))
+    return "the string (tagged !!str) " + quote(n.Scalar());
+  if (n.Tag() != "?")
+    return quote(n.Scalar()) + " tagged " + shortTag(n.Tag());
+  return quote(n.Scalar());
+}
+
+// An explicit YAML tag that makes a plain scalar a value of another type than the key's (`heads:
+// !!float 4` compiled as 4 heads): only no tag or the key's own type's tag is taken.
+bool tagFits(const YAML::Node &n, std::initializer_list<const char *> own) {
+  if (n.Tag() == "?")
+    return true;
+  for (const char *t : own)
+    if (n.Tag() == std::string("tag:yaml.org,2002:") + t)
+      return true;
+  return false;
 }
 
 bool isDigits(const std::string &s, size_t begin, size_t end) {
@@ -803,7 +824,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
   switch (f.kind) {
   case Kind::Int: {
     int64_t v = 0;
-    NumberParse r = scalar ? parseInt(text, v) : NumberParse::NotANumber;
+    NumberParse r = scalar && tagFits(value, {"int"}) ? parseInt(text, v) : NumberParse::NotANumber;
     if (r == NumberParse::OutOfRange) {
       error(f.valueMark, quote(f.name) + " is too large, got " + cut(text));
       return;
@@ -815,7 +836,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
   }
   case Kind::Float: {
     double v = 0;
-    NumberParse r = scalar ? parseFloat(text, v) : NumberParse::NotANumber;
+    NumberParse r = scalar && tagFits(value, {"float", "int"}) ? parseFloat(text, v) : NumberParse::NotANumber;
     if (r == NumberParse::OutOfRange) {
       error(f.valueMark, quote(f.name) + " is too large, got " + cut(text));
       return;
@@ -826,6 +847,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
     break;
   }
   case Kind::Bool: {
+    scalar = scalar && tagFits(value, {"bool"});
     if (scalar && (text == "true" || text == "True" || text == "TRUE"))
       *f.b = true;
     else if (scalar && (text == "false" || text == "False" || text == "FALSE"))
@@ -835,7 +857,9 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
     break;
   }
   case Kind::Enum: {
-    auto it = scalar ? std::find(f.enumNames.begin(), f.enumNames.end(), text) : f.enumNames.end();
+    // A name is a string: quoted ("post") or plain, not tagged as another type.
+    const bool name = value.IsScalar() && (isQuoted(value) || tagFits(value, {"str"}));
+    auto it = name ? std::find(f.enumNames.begin(), f.enumNames.end(), text) : f.enumNames.end();
     if (it == f.enumNames.end()) {
       std::string message = "key " + quote(f.name) + " must be " + alternatives(f.enumNames) +
                             ", got " + describe(value);
@@ -1045,7 +1069,13 @@ bool parseModelSpecText(const std::string &text, const std::string &path, ModelS
   spec = ModelSpec();
   spec.path = path;
   size_t first = diags.size();
-  SpecParser(text, path, spec, diags).run();
+  // YAML takes a lone CR as a line break (old Mac files); yaml-cpp does not, and read such a spec
+  // as one comment line ("spec is empty"). Same length, so every location stays.
+  std::string lines = text;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i] == '\r' && (i + 1 == lines.size() || lines[i + 1] != '\n'))
+      lines[i] = '\n';
+  SpecParser(lines, path, spec, diags).run();
 
   // Report in file order (file-level errors first), each distinct error once.
   auto begin = diags.begin() + static_cast<std::ptrdiff_t>(first);

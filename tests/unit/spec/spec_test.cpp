@@ -181,6 +181,39 @@ compile:
   EXPECT_EQ(spec.compile.tgt_len, 11);
 }
 
+// A quoted name is a string like a plain one (`norm: "pre"` was refused with "did you mean
+// 'pre'?"); a tag of the key's own type is taken.
+TEST(ModelSpec, QuotedNamesAndOwnTypeTags) {
+  const char *text = R"yaml(name: tags
+model:
+  d_model: !!int 32
+  heads: 2
+  d_ff: 48
+  encoder_layers: 1
+  decoder_layers: 1
+  src_vocab_size: 40
+  tgt_vocab_size: 40
+  tie_src_tgt_embeddings: !!bool true
+  positions: 'learned'
+  norm: "pre"
+  activation: !!str gelu
+  dropout: !!float 0.25
+  label_smoothing_unused_here: 0
+)yaml";
+  ModelSpec spec;
+  std::vector<SpecDiagnostic> diags;
+  parseModelSpecText(text, "tags.yaml", spec, diags);
+  // Only the unknown key is an error.
+  ASSERT_EQ(diags.size(), 1u) << renderAll(diags);
+  EXPECT_NE(diags[0].message.find("label_smoothing_unused_here"), std::string::npos) << diags[0].message;
+  EXPECT_EQ(spec.model.d_model, 32);
+  EXPECT_TRUE(spec.model.tie_src_tgt_embeddings);
+  EXPECT_EQ(spec.model.positions, PositionKind::Learned);
+  EXPECT_EQ(spec.model.norm, NormPlacement::Pre);
+  EXPECT_EQ(spec.model.activation, Activation::GELU);
+  EXPECT_DOUBLE_EQ(spec.model.dropout, 0.25);
+}
+
 TEST(ModelSpec, TinySpecs) {
   ModelSpec tiny = parseModel("tiny.yaml");
   EXPECT_EQ(tiny.name, "tiny");
