@@ -387,6 +387,7 @@ int translateStream(Job &job, std::FILE *out) {
   std::vector<std::string> pending;
   uint64_t next = 0;
   bool eof = false;
+  uint64_t tooLongLine = 0;  // 1-based; 0: none
   char chunk[65536];
   while (!eof || !pending.empty() || !buffer.empty()) {
     // Read what is there now (block only when nothing is pending).
@@ -418,6 +419,12 @@ int translateStream(Job &job, std::FILE *out) {
         pending.push_back(std::move(line));
         buffer.erase(0, pos + 1);
       }
+      if (buffer.size() > tfmdata::kMaxLineBytes) {  // the lines before it are translated, then the error
+        tooLongLine = next + pending.size() + 1;
+        buffer.clear();
+        eof = true;
+        break;
+      }
       if (job.maxSentences > 0 && int64_t(next + pending.size()) >= job.maxSentences) {  // --max-sentences: stop reading
         pending.resize(size_t(job.maxSentences - int64_t(next)));
         buffer.clear();
@@ -441,6 +448,11 @@ int translateStream(Job &job, std::FILE *out) {
     }
     next += pending.size();
     pending.clear();
+  }
+  if (tooLongLine) {
+    std::cerr << commandName("translate") << ": error: " << tfmdata::lineTooLongMessage(size_t(tooLongLine), "standard input")
+              << "\n";
+    return 1;
   }
   return 0;
 }

@@ -21,15 +21,20 @@ namespace {
 class LineSplitter {
 public:
   explicit LineSplitter(std::vector<std::string> &lines) : lines_(lines) { lines_.clear(); }
-  void add(const char *p, size_t n) {
+  // False once a line passes kMaxLineBytes: no sentence is that long, and /dev/zero as a corpus
+  // was read until memory ran out.
+  bool add(const char *p, size_t n) {
     const char *end = p + n;
     while (const char *nl = static_cast<const char *>(std::memchr(p, '\n', size_t(end - p)))) {
       line_.append(p, size_t(nl - p));
+      if (line_.size() > kMaxLineBytes) return false;
       finish();
       p = nl + 1;
     }
     line_.append(p, size_t(end - p));
+    return line_.size() <= kMaxLineBytes;
   }
+  size_t lineNumber() const { return lines_.size() + 1; }  // of the line being read
   void close() {
     if (!line_.empty()) finish();  // the last line, without a newline
   }
@@ -51,6 +56,11 @@ struct FileCloser {
 bool gzipMagic(const unsigned char *p) { return p[0] == 0x1f && p[1] == 0x8b; }
 
 }  // namespace
+
+std::string lineTooLongMessage(size_t line, const std::string &what) {
+  return "line " + std::to_string(line) + " of " + what + " is longer than " + std::to_string(kMaxLineBytes >> 20) +
+         " MiB: not a text file of sentences?";
+}
 
 tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines) {
   std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
@@ -83,9 +93,10 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
   if (named && !gzip)
     return tfmrt::invalidArgument("'" + path + "' is named .gz but is not gzip-compressed (empty, or plain text?)");
   LineSplitter splitter(lines);
+  auto tooLong = [&] { return tfmrt::invalidArgument(lineTooLongMessage(splitter.lineNumber(), "'" + path + "'")); };
   if (!gzip) {
     while (have > 0) {
-      splitter.add(reinterpret_cast<const char *>(in.data()), have);
+      if (!splitter.add(reinterpret_cast<const char *>(in.data()), have)) return tooLong();
       have = 0;
       if (!fill(1)) return readError();
     }
@@ -126,7 +137,7 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
           return tfmrt::invalidArgument("'" + path + "' is compressed twice (it decompresses to gzip data, not text)");
         firstOutput = false;
       }
-      splitter.add(reinterpret_cast<const char *>(out.data()), produced);
+      if (!splitter.add(reinterpret_cast<const char *>(out.data()), produced)) return tooLong();
     } while (rc != Z_STREAM_END && zs.avail_out == 0);
     // Keep what inflate has not read at the front of `in`.
     std::memmove(in.data(), zs.next_in, zs.avail_in);

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <vector>
 #include <unordered_map>
 
 #include "tfmrt/files.h"
@@ -61,7 +63,24 @@ tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer
   if (S_ISDIR(st.st_mode)) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': it is a directory");
   if (S_ISREG(st.st_mode) && st.st_size == 0)  // (a pipe, <(zcat m.spm.gz), has no size to check)
     return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
-  if (const auto s = t->sp_->Load(path); !s.ok())
+  // Read here, with a bound: SentencePiece read a character device (/dev/zero) until memory ran out.
+  // Models are a few MiB (tfmc tokenizer --vocab 32000: ~0.8 MiB).
+  constexpr size_t kMaxModelBytes = size_t(256) << 20;
+  std::string bytes;
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+    if (!f) return tfmrt::ioError("cannot load tokenizer '" + path + "': " + std::strerror(errno));
+    std::vector<char> chunk(size_t(1) << 16);
+    for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), f.get())) > 0;) {
+      bytes.append(chunk.data(), n);
+      if (bytes.size() > kMaxModelBytes)
+        return tfmrt::invalidArgument("cannot load tokenizer '" + path +
+                                      "': more than 256 MiB, not a SentencePiece model (make one with tfmc tokenizer)");
+    }
+    if (std::ferror(f.get())) return tfmrt::ioError("cannot read tokenizer '" + path + "': " + std::strerror(errno));
+  }
+  if (bytes.empty()) return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
+  if (const auto s = t->sp_->LoadFromSerializedProto(bytes); !s.ok())
     return tfmrt::invalidArgument("cannot load tokenizer '" + path +
                                   "': not a SentencePiece model, or a damaged one (make one with tfmc tokenizer)" +
                                   // A failed internal check names SentencePiece's source lines: nothing for a user.

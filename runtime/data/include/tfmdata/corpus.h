@@ -8,7 +8,13 @@
 
 namespace tfmdata {
 
-// Reads every line of `path` (gzip-compressed or plain: zlib reads both), without the newline.
+// The longest line a corpus or input may have: no sentence is that long, and a file without
+// newlines (/dev/zero, a binary) was read until memory ran out.
+constexpr size_t kMaxLineBytes = size_t(16) << 20;
+std::string lineTooLongMessage(size_t line, const std::string &what);
+
+// Reads every line of `path` (gzip-compressed or plain: zlib reads both), without the newline;
+// refuses a line longer than kMaxLineBytes.
 tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines);
 
 // The files directly in a corpus directory (--data: every split and language, plain or gzip),
