@@ -171,7 +171,7 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
     summary = summarizePlan(shapes.bytes, planMemory(*fn, shapes.bytes));
     return Status::OK();
   } catch (const std::bad_alloc &) {
-    return internalError(cat("entry '", entry, "': out of memory while planning memory"));
+    return outOfMemory(cat("entry '", entry, "': out of memory while planning memory"));
   }
 }
 

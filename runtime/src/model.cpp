@@ -83,7 +83,7 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
     model = std::move(m);
     return Status::OK();
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while loading the model");
+    return outOfMemory("out of memory while loading the model");
   } catch (const std::exception &e) {
     return internalError(cat("unexpected error while loading the model: ", e.what()));
   }
@@ -236,7 +236,7 @@ Status Session::create(Model &model, std::unique_ptr<Session> &session) {
     session = std::move(s);
     return Status::OK();
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while creating a session");
+    return outOfMemory("out of memory while creating a session");
   }
 }
 
@@ -294,7 +294,7 @@ Status Session::bindStates(const std::vector<int64_t> &dims) {
     for (size_t i = 0; i < a.states.size(); ++i)
       if (!isStaticState(a.states[i])) impl_->states[i] = Tensor();
     impl_->dynamicBound = false;
-    return internalError("out of memory for the session's state");
+    return outOfMemory("out of memory for the session's state");
   }
   impl_->dynamicBound = true;
   return Status::OK();
@@ -389,7 +389,7 @@ Status Model::prepare(const std::vector<std::string> &entries) {
       if (impl_->derivedStale(*state)) TFMRT_RETURN_IF_ERROR(impl_->evaluateWeightDerived(*state));
     }
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while preparing the model's entries");
+    return outOfMemory("out of memory while preparing the model's entries");
   }
   return Status::OK();
 }

@@ -160,7 +160,7 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
     TFMRT_RETURN_IF_ERROR(serializeSafetensorsRefs(refs, metadata, bytes));
     return writeFileBytes(path, "checkpoint", bytes.data(), bytes.size());
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while saving a checkpoint");
+    return outOfMemory("out of memory while saving a checkpoint");
   }
 }
 
@@ -261,7 +261,7 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     if (meta) *meta = std::map<std::string, std::string>(metadata.begin(), metadata.end());
     return Status::OK();
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while loading a checkpoint");
+    return outOfMemory("out of memory while loading a checkpoint");
   }
 }
 

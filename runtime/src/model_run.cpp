@@ -94,7 +94,7 @@ Status runGuarded(Session::Impl &impl, const std::string &entry, const std::vect
       }
     }
   } catch (const std::bad_alloc &) {
-    return internalError(cat("entry '", entry, "': out of memory"));
+    return outOfMemory(cat("entry '", entry, "': out of memory"));
   } catch (const std::exception &e) {
     return internalError(cat("entry '", entry, "': unexpected error: ", e.what()));
   }

@@ -25,7 +25,7 @@ Status Model::initWeights(uint64_t seed) {
     for (size_t i = 0; i < a.params.size(); ++i) TFMRT_RETURN_IF_ERROR(initParam(a.params[i], seed, weights[i]));
     return impl_->installWeights(std::move(weights));
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while initialising weights");
+    return outOfMemory("out of memory while initialising weights");
   }
 }
 
@@ -96,7 +96,7 @@ Status Model::setWeights(const std::map<std::string, Tensor> &given, bool keepTr
     for (const ParamInfo &p : impl_->artifact.params) weights.push_back(given.at(p.name));
     return impl_->installWeights(std::move(weights), !keepTrainingState);
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while setting weights");
+    return outOfMemory("out of memory while setting weights");
   }
 }
 
@@ -116,7 +116,7 @@ Status Model::setWeights(std::map<std::string, Tensor> &&given, bool keepTrainin
     TFMRT_RETURN_IF_ERROR(impl_->weightsInOrder(std::move(given), weights));
     return impl_->installWeights(std::move(weights), !keepTrainingState);
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while setting weights");
+    return outOfMemory("out of memory while setting weights");
   }
 }
 
@@ -166,7 +166,7 @@ Status Model::saveWeights(const std::string &path) const {
         bytes));
     return writeFileBytes(path, "weights file", bytes.data(), bytes.size());
   } catch (const std::bad_alloc &) {
-    return internalError("out of memory while saving weights");
+    return outOfMemory("out of memory while saving weights");
   }
 }
 

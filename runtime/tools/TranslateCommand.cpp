@@ -249,7 +249,7 @@ tfmrt::Status onWorkers(Job &job, std::vector<std::vector<int32_t>> &in, std::ve
         if (report) report(sum);
       });
     } catch (const std::bad_alloc &) {
-      status[w] = tfmrt::internalError("out of memory while translating");
+      status[w] = tfmrt::outOfMemory("out of memory while translating");
     } catch (const std::exception &e) {
       status[w] = tfmrt::internalError(std::string("unexpected error while translating: ") + e.what());
     }

@@ -567,12 +567,11 @@ Status Translator::translate(const std::vector<std::vector<int32_t>> &sources, s
     Status s = search(sources, out, sentenceIds, progress);
     // Where the memory ran out depends on what else holds it (other workers' caches): an entry's
     // arena names no option, so the hint is added here.
-    if (!s.ok() && s.message().find("out of memory") != std::string::npos &&
-        s.message().find("(lower --") == std::string::npos)
+    if (s.code() == tfmrt::StatusCode::ResourceExhausted && s.message().find("(lower --") == std::string::npos)
       return Status(s.code(), s.message() + " (lower --batch or --beam, or --workers)");
     return s;
   } catch (const std::bad_alloc &) {
-    return tfmrt::internalError("out of memory in the search: a beam of " + std::to_string(options_.beam) + " over " +
+    return tfmrt::outOfMemory("out of memory in the search: a beam of " + std::to_string(options_.beam) + " over " +
                                 std::to_string(sources.size()) + " sentence(s) (lower --beam or --batch)");
   }
 }

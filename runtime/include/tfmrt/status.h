@@ -6,7 +6,8 @@
 
 namespace tfmrt {
 
-enum class StatusCode { Ok = 0, InvalidArgument, NotFound, DataLoss, Unimplemented, Internal, IoError };
+// ResourceExhausted: memory ran out (callers add which option to lower).
+enum class StatusCode { Ok = 0, InvalidArgument, NotFound, DataLoss, Unimplemented, Internal, IoError, ResourceExhausted };
 
 class Status {
 public:
@@ -30,6 +31,7 @@ inline Status dataLoss(std::string m) { return {StatusCode::DataLoss, std::move(
 inline Status unimplemented(std::string m) { return {StatusCode::Unimplemented, std::move(m)}; }
 inline Status internalError(std::string m) { return {StatusCode::Internal, std::move(m)}; }
 inline Status ioError(std::string m) { return {StatusCode::IoError, std::move(m)}; }
+inline Status outOfMemory(std::string m) { return {StatusCode::ResourceExhausted, std::move(m)}; }
 
 }  // namespace tfmrt
 
