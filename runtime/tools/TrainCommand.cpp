@@ -12,7 +12,11 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <atomic>
 #include <csignal>
+#include <pthread.h>
+#include <system_error>
+#include <thread>
 #include <sys/stat.h>
 #include <omp.h>
 
@@ -169,13 +173,20 @@ double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt:
 
 // SIGINT / SIGTERM end training after the current step, with a checkpoint (exit 128 + signal,
 // as shells report it). A second signal while that checkpoint is written kills at once: writes
-// are atomic, so the previous checkpoint is still intact.
+// are atomic, so the previous checkpoint is still intact. Before the steps start (loading, reading
+// the corpus) a signal kills at once too.
+//
+// The handler runs on a thread of its own that does nothing else: every other thread blocks the
+// two signals. oneDNN 2.6's generated f32 GEMM kernels point rsp into the heap while they run
+// (oneDNN issue #4845, fixed in 3.x), so a handler run on a compute thread wrote its signal frame
+// into the heap: SIGINT during training aborted with "corrupted size vs. prev_size" (2-5 runs in 16).
 volatile std::sig_atomic_t gStopSignal = 0;
+volatile std::sig_atomic_t gStopArmed = 0;
 
 extern "C" void onStopSignal(int sig) {
-  if (gStopSignal) {
+  if (gStopSignal || !gStopArmed) {
     std::signal(sig, SIG_DFL);
-    std::raise(sig);
+    std::raise(sig);  // this thread does not block it: the default action, ending the process
     return;
   }
   gStopSignal = sig;
@@ -183,21 +194,50 @@ extern "C" void onStopSignal(int sig) {
 
 class StopSignals {
 public:
+  // Before any other thread starts (OpenMP's, MPI's): they inherit the blocked mask.
   StopSignals() {
     gStopSignal = 0;
+    gStopArmed = 0;
     struct sigaction sa {};
     sa.sa_handler = onStopSignal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &oldInt_);
     sigaction(SIGTERM, &sa, &oldTerm_);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &oldMask_);
+    try {
+      receiver_ = std::thread([this, stop] {
+        pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+        while (!done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      });
+    } catch (const std::system_error &) {  // no thread: the signals reach this one, as before
+      pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
+    }
+  }
+  // From here a signal ends training after the current step.
+  void arm() {
+    gStopSignal = 0;
+    gStopArmed = 1;
   }
   ~StopSignals() {
+    done_ = true;
+    if (receiver_.joinable()) receiver_.join();
+    gStopArmed = 0;
     sigaction(SIGINT, &oldInt_, nullptr);
     sigaction(SIGTERM, &oldTerm_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
   }
+  StopSignals(const StopSignals &) = delete;
+  StopSignals &operator=(const StopSignals &) = delete;
 
 private:
   struct sigaction oldInt_ {}, oldTerm_ {};
+  sigset_t oldMask_{};
+  std::atomic<bool> done_{false};
+  std::thread receiver_;
 };
 
 // The first parameter holding a NaN or an infinity, or "" (after a step whose loss or gradient
@@ -286,25 +326,26 @@ int ranksAgree(tfmdist::Communicator &comm, const char *what, uint64_t value, co
 
 }  // namespace
 
-int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm);
+int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals &stopSignals);
 
 // `tfmc train` under an MPI launcher or alone. A rank that fails on its own ends the whole job:
 // the others would otherwise wait for it in the next collective forever.
 int trainCommand(const CommandLine &cl) {
+  StopSignals stopSignals;  // first: every thread started from here on blocks SIGINT and SIGTERM
   std::unique_ptr<tfmdist::Communicator> comm;
   if (auto s = tfmdist::Communicator::create(comm); !s.ok()) return fail("train", s);
   if (comm->distributed() && comm->rank() != 0) {
     // One log: rank 0 prints progress; the others print only their errors (stderr).
     if (!std::freopen("/dev/null", "w", stdout)) std::cerr << "tfmc train: warning: rank " << comm->rank() << " logs to stdout too\n";
   }
-  const int code = trainOnRanks(cl, *comm);
+  const int code = trainOnRanks(cl, *comm, stopSignals);
   if (code != 0 && comm->distributed()) comm->abortJob(code);
   return code;
 }
 
 // `tfmc train`: compiled training steps (the train_step entry) on one batch (--inputs or the
 // built-in sample) or on a corpus (--data), with checkpoints and exact resume.
-int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
+int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals &stopSignals) {
   const bool distributed = comm.distributed();
   const bool leader = comm.rank() == 0;  // the rank that writes checkpoints, metrics and validation
   const int64_t ranks = comm.size();
@@ -784,7 +825,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm) {
   std::vector<double> millis;
   double tokens = 0;  // source + target tokens (pad included, as the compute is) over all steps
   float firstLoss = NAN, loss = NAN;
-  StopSignals stopSignals;
+  stopSignals.arm();
   trainStart = std::chrono::steady_clock::now();
   auto lastLog = trainStart;
   double tokensSinceLog = 0;
