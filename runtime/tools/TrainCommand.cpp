@@ -5,6 +5,7 @@
 #include <climits>
 #include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +44,11 @@ constexpr const char *kTrainingDataKey = "training_data";
 // like older ones without a key, they are resumed as they are.)
 constexpr const char *kTrainingDataPrintKey = "training_data_digest";
 constexpr const char *kTrainingDataWhatKey = "training_data_source";
+// The best validation score so far (-loss, or BLEU), the validations since it and what they
+// measure: a resume continues checkpoint_best and --patience from them.
+constexpr const char *kValidationBestKey = "validation_best";
+constexpr const char *kValidationsSinceBestKey = "validations_since_best";
+constexpr const char *kValidationMeasureKey = "validation_measure";
 
 // --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
 struct DataSource {
@@ -600,6 +606,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
       return 1;
     }
   }
+  // How validations are scored ("<split> loss" or "<split> BLEU"): a record kept across a resume
+  // only compares like with like.
+  const std::string validationMeasure = cl.get("valid-split", "val") + (validBleu ? " BLEU" : " loss");
+  double resumedBest = NAN;
+  int64_t resumedSinceBest = 0;
   if (!resume.empty()) {
     int64_t last = 0;
     CheckpointMeta resumed;
@@ -660,6 +671,16 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                    "weights (--weights instead of --resume)\n";
       return 1;
     }
+    // The best validation so far and the validations since it, if measured the same way (the
+    // same split, loss or BLEU): checkpoint_best and --patience go on from there (both restarted,
+    // so a worse model replaced checkpoint_best after every resume).
+    const auto wasBest = resumed.find(kValidationBestKey), wasSince = resumed.find(kValidationsSinceBestKey),
+               wasMeasure = resumed.find(kValidationMeasureKey);
+    if (wasBest != resumed.end() && wasSince != resumed.end() && wasMeasure != resumed.end() &&
+        wasMeasure->second == validationMeasure) {
+      resumedBest = std::strtod(wasBest->second.c_str(), nullptr);
+      resumedSinceBest = std::strtoll(wasSince->second.c_str(), nullptr, 10);
+    }
     firstStep = last + 1;
     std::printf("resumed from %s after step %lld\n", resume.c_str(), (long long)last);
     if (checkpointIsResume && leader)
@@ -697,7 +718,23 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     checkpointMeta[kTrainingDataPrintKey] = hex64(trainingDataFingerprint(data.train));
     checkpointMeta[kTrainingDataWhatKey] = trainingDataWhat(cl, data);
   }
-  std::vector<int64_t> kept;  // checkpoint_<step> files this run wrote (--keep-last)
+  // checkpoint_<step> files in --save-dir, oldest first (--keep-last): this run's, and a resumed
+  // run's from before the step it resumes at (later ones are left: they are overwritten as the
+  // run reaches them).
+  std::vector<int64_t> kept;
+  if (keepLast > 0 && leader) {
+    std::error_code ec;
+    for (const auto &entry : std::filesystem::directory_iterator(saveDir, ec)) {
+      const std::string name = entry.path().filename().string();
+      const std::string prefix = "checkpoint_";
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+          name.find_first_not_of("0123456789", prefix.size()) != std::string::npos || name.size() > prefix.size() + 12)
+        continue;
+      const int64_t step = std::strtoll(name.c_str() + prefix.size(), nullptr, 10);
+      if (step < firstStep && name == prefix + std::to_string(step)) kept.push_back(step);
+    }
+    std::sort(kept.begin(), kept.end());
+  }
   int64_t lastSaved = resume.empty() ? 0 : firstStep - 1;  // the step the checkpoint on disk holds
   auto save = [&](int64_t step) {
     if (!leader) return 0;  // one writer: the checkpoint is the same model on every rank
@@ -718,8 +755,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   // Validation: loss, and greedy BLEU with --valid-bleu; the best so far (BLEU if measured, else
   // loss) is kept as checkpoint_best; --patience N stops after N validations without a new best.
   auto trainStart = std::chrono::steady_clock::now();
-  double best = NAN;
-  int64_t sinceBest = 0;
+  double best = resumedBest;
+  int64_t sinceBest = resumedSinceBest;
   bool stop = false;
   auto evaluate = [&](int64_t step) {
     tfmrt::Status s;
@@ -736,6 +773,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     } else {
       ++sinceBest;
     }
+    char record[32];
+    std::snprintf(record, sizeof record, "%.17g", best);
+    checkpointMeta[kValidationBestKey] = record;
+    checkpointMeta[kValidationsSinceBestKey] = std::to_string(sinceBest);
+    checkpointMeta[kValidationMeasureKey] = validationMeasure;
     std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)", (long long)step, loss);
     if (validBleu) std::printf("  BLEU %.2f (greedy)", bleu);
     std::printf("%s\n", improved ? "  (best)" : "");
