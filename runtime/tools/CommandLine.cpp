@@ -141,7 +141,7 @@ std::vector<CommandSpec> commandSpecs() {
         {"tgt", Kind::Text, "target language (default en)"},
         {"beam", Kind::Int, "beam size (1 = greedy; default: the spec's decoding.beam_size)"},
         {"length-penalty", Kind::Number, "GNMT length penalty alpha (default: the spec's)"},
-        {"n-best", Kind::Int, "print the N best hypotheses as 'index ||| text ||| score'"},
+        {"n-best", Kind::Int, "print the N best hypotheses as 'index ||| text ||| score' (score: log-probability / GNMT length penalty)"},
         {"word-scores", Kind::Flag,
          "also print each output piece's log-probability, then </s>'s (n-best lines get a fourth field; "
          "with --score-reference, after the line's score)"},

@@ -788,7 +788,9 @@ int translateCommand(const CommandLine &cl) {
       return fail("translate", s);
     sources = std::move(corpus.src);
     references = std::move(corpus.tgt);
-    what = cl.get("data") + "/" + split + "." + cl.get("src", "de") + " -> " + cl.get("tgt", "en");
+    // The files read (it named <split>.de, which does not exist beside <split>.de.gz).
+    what = tfmdata::corpusSideFile(cl.get("data"), split, cl.get("src", "de")) + " -> " +
+           tfmdata::corpusSideFile(cl.get("data"), split, cl.get("tgt", "en"));
   } else {
     if (auto s = tfmdata::readLines(cl.get("input") == "-" ? "/dev/stdin" : cl.get("input"), sources); !s.ok())
       return fail("translate", s);
@@ -841,8 +843,8 @@ int translateCommand(const CommandLine &cl) {
   } else if (!cl.has("data")) {
     for (const auto &h : lines) std::printf("%s\n", h.c_str());
   }
-  if (quiet && !cl.has("data")) {
-    // The summary line is on standard error without --data: --quiet drops it (with --data it is the output).
+  if (quiet && !(scoring && cl.has("data"))) {
+    // --quiet drops the summary line (with --data and --score-reference it is the result: kept).
   } else if (scoring)  // the references' log-probability (natural log, </s> included) and perplexity
     std::fprintf(cl.has("data") ? stdout : stderr,
                  "%s: %zu references scored%s, batch %lld%s, %lld tokens with </s>: log-prob %.2f, %.4f per token, "
@@ -872,7 +874,7 @@ int translateCommand(const CommandLine &cl) {
     std::fprintf(to, "lowercased BLEU = %.2f  [%s]\n", tfmdata::corpusBleu(hypotheses, references, lowercase).bleu,
                  tfmdata::bleuSignature(lowercase).c_str());
     std::fprintf(to, "chrF2 = %.2f  [%s]\n", tfmdata::corpusChrf(hypotheses, references), tfmdata::chrfSignature().c_str());
-    if (cl.has("data")) {
+    if (cl.has("data") && !quiet) {
       for (size_t i = 0; i < std::min<size_t>(3, sources.size()); ++i)
         std::printf("  src: %s\n  ref: %s\n  hyp: %s\n", sources[i].c_str(), references[i].c_str(),
                     hypotheses[i].c_str());
