@@ -422,6 +422,10 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
   rs.output = cl.get("output");
   rs.saveWeights = cl.get("save-weights");
   rs.kernels = cl.get("kernels", "dnnl");
+  if (cl.getInt("seed", 1) < 0) {  // as the spec's training.seed (a negative one was taken, wrapped)
+    std::cerr << commandName(cmd) << ": error: --seed must be >= 0, got " << cl.get("seed") << "\n";
+    return false;
+  }
   rs.seed = uint64_t(cl.getInt("seed", 1));
   rs.batch = cl.getInt("batch", -1);
   rs.srcLen = cl.getInt("src-len", -1);

@@ -380,6 +380,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     std::cerr << "tfmc train: error: --check-weights-every must be >= 0\n";
     return 2;
   }
+  if (cl.has("check-weights-every") && !distributed) {  // it was taken and did nothing
+    std::cerr << "tfmc train: error: --check-weights-every compares the ranks of a data-parallel run (under mpirun); "
+                 "this run has one process: drop it\n";
+    return 2;
+  }
   if (corpus && (cl.has("inputs") || cl.has("batch") || cl.has("src-len") || cl.has("tgt-len"))) {
     std::cerr << "tfmc train: error: --data batches the corpus itself; drop --inputs/--batch/--src-len/--tgt-len\n";
     return 2;

@@ -563,6 +563,7 @@ int translateCommand(const CommandLine &cl) {
                                         {"n-best", job.nBest < 1, ">= 1"},
                                         {"max-batch-tokens", job.maxBatchTokens < 0, ">= 0 (0: no limit)"},
                                         {"max-sentences", job.maxSentences < 0, ">= 0 (0: all)"},
+                                        {"seed", cl.getInt("seed", 0) < 0, ">= 0"},
                                         {"threads", threads < 0, ">= 0 (0: all cores)"},
                                         {"workers", workersGiven < 0 || workersGiven > kMaxWorkers, "in [0, 256] (0: one per core)"}})
     if (bad) {
@@ -668,10 +669,26 @@ int translateCommand(const CommandLine &cl) {
                  "--output-format\n";
     return 2;
   }
+  if (scoring) {  // the search's options were taken and did nothing
+    std::string given;
+    for (const char *name : {"beam", "length-penalty", "min-length", "no-repeat-ngram-size", "max-length-ratio",
+                             "max-length-offset"})
+      if (cl.has(name)) given += std::string(given.empty() ? "" : ", ") + "--" + name;
+    if (!given.empty()) {
+      std::cerr << commandName("translate") << ": error: --score-reference scores the references as they are, with no "
+                << "search: drop " << given << "\n";
+      return 2;
+    }
+  }
   if (scoring) search.beam = 1;  // one forced hypothesis per sentence: 128 in flight by default
-  if (cl.has("target-prefix") && (scoring || cl.get("input") == "-")) {
-    std::cerr << commandName("translate") << ": error: --target-prefix is read line for line with --input file or --data; it "
-                 "takes no --score-reference and no streamed --input -\n";
+  if (cl.has("target-prefix") && scoring) {
+    std::cerr << commandName("translate") << ": error: --target-prefix starts searched translations; --score-reference "
+                 "searches nothing: drop one\n";
+    return 2;
+  }
+  if (cl.has("target-prefix") && (!cl.has("input") || cl.get("input") == "-") && !cl.has("data")) {
+    std::cerr << commandName("translate") << ": error: --target-prefix is read line for line beside the sources: give them "
+                 "as --input <file> or --data (standard input is translated as it streams in)\n";
     return 2;
   }
   if (search.sample && !cl.has("beam")) search.beam = 1;
@@ -810,11 +827,13 @@ int translateCommand(const CommandLine &cl) {
       std::to_string(sources.size()) + " source lines" + (limit > 0 ? " (with --max-sentences)" : "");
   // An empty reference file too: no silent BLEU-less run.
   if (cl.has("reference") && !cl.has("data") && references.size() != sources.size()) {
-    std::cerr << commandName("translate") << ": error: " << sourceLines << " but " << references.size() << " reference lines\n";
+    std::cerr << commandName("translate") << ": error: " << sourceLines << " in " << what << " but " << references.size()
+              << " reference lines in " << cl.get("reference") << "\n";
     return 1;
   }
   if (cl.has("target-prefix") && prefixes.size() != sources.size()) {
-    std::cerr << commandName("translate") << ": error: " << sourceLines << " but " << prefixes.size() << " target prefix lines\n";
+    std::cerr << commandName("translate") << ": error: " << sourceLines << " in " << what << " but " << prefixes.size()
+              << " target prefix lines in " << cl.get("target-prefix") << "\n";
     return 1;
   }
 
