@@ -55,6 +55,7 @@ int averageCommand(const CommandLine &cl) {
   int64_t step = 0;
   std::string steps;
   CheckpointMeta tokenizer;
+  std::map<uint64_t, std::string> seen;  // weights fingerprint -> the checkpoint that had them
   for (const std::string &c : checkpoints) {
     CheckpointMeta meta;
     if (auto s = model->loadCheckpoint(c, step, &meta); !s.ok()) return fail("average", s);
@@ -74,6 +75,12 @@ int averageCommand(const CommandLine &cl) {
         std::cerr << "tfmc average: error: '" << c << "' was trained with a different tokenizer than '"
                   << checkpoints.front() << "'\n";
       return 1;
+    }
+    // The same weights under two names (checkpoint_last beside checkpoint_<its step>) would weigh double.
+    if (const auto [it, fresh] = seen.emplace(weightsFingerprint(*model), c); !fresh) {
+      std::cerr << "tfmc average: error: '" << c << "' holds the same weights as '" << it->second << "' (step " << step
+                << "); each checkpoint counts once: drop one\n";
+      return 2;
     }
     for (size_t i = 0; i < a.params.size(); ++i) {
       const tfmrt::Tensor *w = model->weight(a.params[i].name);

@@ -17,6 +17,7 @@
 #include "Commands.h"
 #include "RunSupport.h"
 #include "SampleIds.h"
+#include "tfmdist/communicator.h"
 #include "tfmrt/files.h"
 #include "tfmrt/runtime.h"
 #include "tfmrt/safetensors.h"
@@ -138,6 +139,13 @@ void noticeBusyCores(const char *cmd, int threads) {
             << "busy process on 2 cores, a small-model training step took 1.4-1.8 s with 2 threads, 1.0 s with "
             << "--threads 1); fewer threads may be faster (they change the floating-point sums: resume with the "
                "same --threads)\n";
+}
+
+uint64_t weightsFingerprint(const tfmrt::Model &model) {
+  uint64_t h = tfmdist::fingerprint(nullptr, 0);
+  for (const auto &p : model.artifact().params)
+    if (const tfmrt::Tensor *w = model.weight(p.name)) h = tfmdist::fingerprint(w->rawData(), w->nbytes(), h);
+  return h;
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {

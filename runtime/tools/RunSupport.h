@@ -28,6 +28,9 @@ struct RunSettings {
 
 std::string loadAverage();
 std::string shapeString(const std::vector<int64_t> &shape);
+// Fingerprint of every weight, in parameter order: ranks compare it to prove they hold the same
+// model; average refuses one model given twice under two names.
+uint64_t weightsFingerprint(const tfmrt::Model &model);
 // A notice on stderr when other processes keep so many cores busy that `threads` OpenMP threads
 // cannot all run (sampled over 0.2 s): fewer threads are then faster.
 void noticeBusyCores(const char *cmd, int threads);

@@ -259,14 +259,6 @@ std::string firstNonFiniteParameter(const tfmrt::Model &model) {
   return "";
 }
 
-// Fingerprint of every weight, in parameter order: ranks compare it to prove they hold the same model.
-uint64_t weightsFingerprint(const tfmrt::Model &model) {
-  uint64_t h = tfmdist::fingerprint(nullptr, 0);
-  for (const auto &p : model.artifact().params)
-    if (const tfmrt::Tensor *w = model.weight(p.name)) h = tfmdist::fingerprint(w->rawData(), w->nbytes(), h);
-  return h;
-}
-
 uint64_t fileFingerprint(const std::string &path) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) return 0;
