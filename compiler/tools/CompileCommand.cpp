@@ -26,6 +26,14 @@ bool loadSpec(const std::string &path, ModelSpec &spec) {
                 ? parseModelSpecText(embeddedDemoSpec(), "<embedded small.yaml>", spec, diags)
                 : parseModelSpecFile(path, spec, diags);
   if (ok) return true;
+  // MLIR (`--emit=mlir`, or tfm-opt's output) given back to compile: say so rather than report
+  // YAML syntax errors in it.
+  const bool mlirName = path.size() > 5 && path.compare(path.size() - 5, 5, ".mlir") == 0;
+  if (mlirName) {
+    std::cerr << path << ": error: tfmc compile takes a YAML model spec; this is MLIR (tfm-opt runs passes on it, "
+              << "compiling it to an artifact is not supported: compile the spec it came from)\n";
+    return false;
+  }
   for (const SpecDiagnostic &d : diags) std::cerr << d.render();
   std::cerr << "tfmc: " << diags.size() << " error(s) in "
             << (path.empty() ? "<embedded small.yaml>" : path) << "; nothing written\n";
@@ -270,7 +278,10 @@ int compileCommand(const CommandLine &cl) {
     if (!module) return 1;
     std::string out;
     llvm::raw_string_ostream os(out);
+    // With locations: the passes find attention and FFN sites by their names (NameLoc), so
+    // without them `tfm-opt` on this output merged and fused nothing, and said nothing.
     mlir::OpPrintingFlags flags;
+    flags.enableDebugInfo(/*enable=*/true, /*prettyForm=*/false);
     module->print(os, flags);
     out += "\n";
     // -o names a file (it was ignored: the IR went to standard output and nothing was written).
