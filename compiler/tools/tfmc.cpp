@@ -89,8 +89,10 @@ commands:
       weights and inputs) and print tokens/s, GFLOP/s, peak activation memory, their ratios and
       the load average. Defaults to the spec's compile: shapes. --precision=bf16 (or int8)
       compares the fused build in bf16 (int8) with the fused build in f32 instead.
-  inspect <model.tfmx>
-      Validate an artifact and summarise its parameters, constants and entry functions.
+  inspect <model.tfmx | checkpoint | weights.safetensors>
+      Validate an artifact and summarise its parameters, constants and entry functions; or a
+      checkpoint (its checksum, step and records: tokenizer, training data, best validation) or
+      a weights file and list its tensors.
   average <model.tfmx> <ck1> <ck2> ... -o <out>
       The element-wise mean of the checkpoints' parameters (e.g. the last N of a run), written as a
       checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's).

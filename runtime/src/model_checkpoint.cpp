@@ -164,6 +164,24 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
   }
 }
 
+Status readCheckpointFile(const std::string &path, std::map<std::string, Tensor> &tensors,
+                          std::map<std::string, std::string> &metadata, bool &isCheckpoint) {
+  try {
+    TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
+    auto field = [&](const char *key) {
+      auto it = metadata.find(key);
+      return it == metadata.end() ? std::string() : it->second;
+    };
+    isCheckpoint = field("format") == kFormat;
+    if (isCheckpoint &&
+        field("crc32") != checksum(tensorsCrc(tensors), field("step"), field("model_fingerprint"), field("training_settings")))
+      return dataLoss(cat("checkpoint '", path, "': checksum mismatch: the file is corrupt"));
+    return Status::OK();
+  } catch (const std::bad_alloc &) {
+    return outOfMemory(cat("out of memory while reading '", path, "'"));
+  }
+}
+
 Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<std::string, std::string> *meta,
                              bool withTrainingState) {
   try {

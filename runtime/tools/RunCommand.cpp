@@ -486,13 +486,59 @@ int runCommand(const CommandLine &cl) {
   return runForward("run", rs);
 }
 
+namespace {
+// tfmc inspect on a checkpoint or a weights file: its metadata (step, tokenizer, data
+// fingerprint, ...) and tensors. `artifactError` is reported when it is no safetensors file either.
+int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactError) {
+  std::map<std::string, tfmrt::Tensor> tensors;
+  std::map<std::string, std::string> meta;
+  bool checkpoint = false;
+  if (auto s = tfmrt::readCheckpointFile(path, tensors, meta, checkpoint); !s.ok()) {
+    if (s.code() == tfmrt::StatusCode::DataLoss && checkpoint) return fail("inspect", s);  // a corrupt checkpoint
+    std::cerr << "tfmc inspect: error: '" << path << "' is neither an artifact (" << artifactError.message()
+              << ") nor a safetensors file (" << s.message() << ")\n";
+    return 1;
+  }
+  auto field = [&](const char *key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string("?") : it->second;
+  };
+  if (checkpoint)
+    std::printf("checkpoint %s: model '%s', step %s, checksum verified\n", path.c_str(), field("tfmc_model").c_str(),
+                field("step").c_str());
+  else
+    std::printf("safetensors %s (weights or inputs, not a checkpoint)\n", path.c_str());
+  for (const auto &[k, v] : meta) {
+    if (k == "training_settings") continue;  // many lines: below
+    std::printf("  %s = %s\n", k.c_str(), v.c_str());
+  }
+  if (meta.count("training_settings")) {
+    std::printf("  training settings:\n");
+    std::istringstream lines(meta.at("training_settings"));
+    for (std::string line; std::getline(lines, line);) std::printf("    %s\n", line.c_str());
+  }
+  int64_t numbers = 0;
+  for (const auto &[name, t] : tensors) numbers += t.numel();
+  std::printf("%zu tensors, %lld numbers:\n", tensors.size(), (long long)numbers);
+  for (const auto &[name, t] : tensors) std::printf("  %-50s %s\n", name.c_str(), shapeString(t.shape).c_str());
+  return 0;
+}
+}  // namespace
+
 int inspectCommand(const CommandLine &cl) {
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc inspect: error: expected exactly one artifact\n";
     return 2;
   }
   tfmrt::Artifact a;
-  if (auto s = tfmrt::readArtifactFile(cl.positionals[0], a); !s.ok()) return fail("inspect", s);
+  if (auto s = tfmrt::readArtifactFile(cl.positionals[0], a); !s.ok()) {
+    // Not an artifact: a checkpoint or weights (.safetensors) is summarised instead; a file that
+    // starts like an artifact keeps the artifact's error.
+    char head[4] = {};
+    std::ifstream(cl.positionals[0], std::ios::binary).read(head, sizeof head);
+    if (std::string(head, 4) == "TFMX") return fail("inspect", s);
+    return inspectSafetensors(cl.positionals[0], s);
+  }
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("inspect", s);
   std::printf("artifact %s: model '%s', format version %u\n", cl.positionals[0].c_str(),

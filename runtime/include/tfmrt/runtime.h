@@ -94,6 +94,11 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
 // files). A resumed run with other settings would not continue the same run.
 std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &artifact);
 
+// A checkpoint file read without its model (tfmc inspect): its tensors and metadata, the checksum
+// verified; `isCheckpoint` false for other safetensors files (weights, inputs), which carry none.
+Status readCheckpointFile(const std::string &path, std::map<std::string, Tensor> &tensors,
+                          std::map<std::string, std::string> &metadata, bool &isCheckpoint);
+
 class Session;
 
 class Model {
