@@ -160,7 +160,7 @@ std::vector<CommandSpec> commandSpecs() {
          "with --entries=...,translate,alignment)"},
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
         {"target-prefix", Kind::Text,
-         "file: per source line, the start its translation must have (forced, then searched; empty line: none)"},
+         "file: per source line, the start its translation must have (forced, then searched; empty line: none; with --input file or --data)"},
         {"score-reference", Kind::Flag,
          "score the references instead of translating: per line, their log-probability (natural log, </s> "
          "included); with --data or --reference"},
