@@ -864,7 +864,9 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
       std::string message = "key " + quote(f.name) + " must be " + alternatives(f.enumNames) +
                             ", got " + describe(value);
       std::string guess = value.IsScalar() ? closest(text, f.enumNames) : "";
-      if (!guess.empty())
+      if (guess == text)  // the right name under another type's tag
+        message += "; drop the " + shortTag(value.Tag()) + " tag";
+      else if (!guess.empty())
         message += "; did you mean " + quote(guess) + "?";
       error(f.valueMark, message);
       return;

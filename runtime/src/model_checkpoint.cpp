@@ -173,6 +173,9 @@ Status readCheckpointFile(const std::string &path, std::map<std::string, Tensor>
       return it == metadata.end() ? std::string() : it->second;
     };
     isCheckpoint = field("format") == kFormat;
+    if (isCheckpoint && field("version") != kVersion)
+      return invalidArgument(cat("checkpoint '", path, "': version '", field("version"),
+                                 "' is not supported (this tfmc reads version ", kVersion, ")"));
     if (isCheckpoint &&
         field("crc32") != checksum(tensorsCrc(tensors), field("step"), field("model_fingerprint"), field("training_settings")))
       return dataLoss(cat("checkpoint '", path, "': checksum mismatch: the file is corrupt"));

@@ -55,7 +55,7 @@ int averageCommand(const CommandLine &cl) {
   int64_t step = 0;
   std::string steps;
   CheckpointMeta tokenizer;
-  std::map<uint64_t, std::string> seen;  // weights fingerprint -> the checkpoint that had them
+  std::map<uint64_t, std::pair<std::string, int64_t>> seen;  // weights fingerprint -> the checkpoint and step
   for (const std::string &c : checkpoints) {
     CheckpointMeta meta;
     if (auto s = model->loadCheckpoint(c, step, &meta); !s.ok()) return fail("average", s);
@@ -77,10 +77,15 @@ int averageCommand(const CommandLine &cl) {
       return 1;
     }
     // The same weights under two names (checkpoint_last beside checkpoint_<its step>) would weigh double.
-    if (const auto [it, fresh] = seen.emplace(weightsFingerprint(*model), c); !fresh) {
-      std::cerr << "tfmc average: error: '" << c << "' holds the same weights as '" << it->second << "' (step " << step
-                << "); each checkpoint counts once: drop one\n";
-      return 2;
+    // At another step the same weights are possible (a frozen model, skipped steps): said, taken.
+    if (const auto [it, fresh] = seen.emplace(weightsFingerprint(*model), std::make_pair(c, step)); !fresh) {
+      if (it->second.second == step) {
+        std::cerr << "tfmc average: error: '" << c << "' holds the same weights as '" << it->second.first << "' (both step "
+                  << step << "); each checkpoint counts once: drop one\n";
+        return 2;
+      }
+      std::cerr << "tfmc average: warning: '" << c << "' (step " << step << ") holds the same weights as '"
+                << it->second.first << "' (step " << it->second.second << ")\n";
     }
     for (size_t i = 0; i < a.params.size(); ++i) {
       const tfmrt::Tensor *w = model->weight(a.params[i].name);

@@ -176,7 +176,7 @@ std::vector<CommandSpec> commandSpecs() {
          "most 8, each on one thread; 1 with --threads N or --profile); --threads, --batch and --max-batch-tokens then apply per "
          "worker (threads default to the cores / N)"},
         {"profile", Kind::Flag, "print time per kernel"},
-        {"quiet", Kind::Flag, "print no 'weights from', progress or summary lines (errors, warnings and BLEU still)"}}},
+        {"quiet", Kind::Flag, "print no 'weights from', progress or summary lines, nor --data's sample translations (errors, warnings and BLEU still)"}}},
       {"inspect", "model", "compiled artifact (.tfmx), checkpoint or weights (.safetensors)",
        "Validate an artifact, a checkpoint or a weights file and summarise it.", {}},
       {"average", "files", "the artifact, then the checkpoints to average",

@@ -494,7 +494,7 @@ int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactErr
   std::map<std::string, std::string> meta;
   bool checkpoint = false;
   if (auto s = tfmrt::readCheckpointFile(path, tensors, meta, checkpoint); !s.ok()) {
-    if (s.code() == tfmrt::StatusCode::DataLoss && checkpoint) return fail("inspect", s);  // a corrupt checkpoint
+    if (checkpoint) return fail("inspect", s);  // a corrupt checkpoint, or one of another version
     std::cerr << "tfmc inspect: error: '" << path << "' is neither an artifact (" << artifactError.message()
               << ") nor a safetensors file (" << s.message() << ")\n";
     return 1;

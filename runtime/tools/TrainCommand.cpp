@@ -186,29 +186,25 @@ double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt:
 // two signals. oneDNN 2.6's generated f32 GEMM kernels point rsp into the heap while they run
 // (oneDNN issue #4845, fixed in 3.x), so a handler run on a compute thread wrote its signal frame
 // into the heap: SIGINT during training aborted with "corrupted size vs. prev_size" (2-5 runs in 16).
-volatile std::sig_atomic_t gStopSignal = 0;
-volatile std::sig_atomic_t gStopArmed = 0;
+std::atomic<int> gStopSignal{0};  // lock-free: set by the handler on one thread, read on another
+static_assert(std::atomic<int>::is_always_lock_free, "the stop flag is written in a signal handler");
 
 extern "C" void onStopSignal(int sig) {
-  if (gStopSignal || !gStopArmed) {
+  if (gStopSignal.load() != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);  // this thread does not block it: the default action, ending the process
     return;
   }
-  gStopSignal = sig;
+  gStopSignal.store(sig);
 }
 
 class StopSignals {
 public:
-  // Before any other thread starts (OpenMP's, MPI's): they inherit the blocked mask.
+  // Before any other thread starts (OpenMP's, MPI's): they inherit the blocked mask. Until arm()
+  // the receiving thread meets the signals with their inherited disposition (the default ends the
+  // process; an ignored one stays ignored).
   StopSignals() {
     gStopSignal = 0;
-    gStopArmed = 0;
-    struct sigaction sa {};
-    sa.sa_handler = onStopSignal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &oldInt_);
-    sigaction(SIGTERM, &sa, &oldTerm_);
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -223,17 +219,24 @@ public:
       pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
     }
   }
-  // From here a signal ends training after the current step.
+  // From here a signal ends training after the current step (installed now, after MPI's start-up,
+  // so a handler it might install does not replace this one).
   void arm() {
     gStopSignal = 0;
-    gStopArmed = 1;
+    struct sigaction sa {};
+    sa.sa_handler = onStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oldInt_);
+    sigaction(SIGTERM, &sa, &oldTerm_);
+    armed_ = true;
   }
   ~StopSignals() {
     done_ = true;
     if (receiver_.joinable()) receiver_.join();
-    gStopArmed = 0;
-    sigaction(SIGINT, &oldInt_, nullptr);
-    sigaction(SIGTERM, &oldTerm_, nullptr);
+    if (armed_) {
+      sigaction(SIGINT, &oldInt_, nullptr);
+      sigaction(SIGTERM, &oldTerm_, nullptr);
+    }
     pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
   }
   StopSignals(const StopSignals &) = delete;
@@ -242,6 +245,7 @@ public:
 private:
   struct sigaction oldInt_ {}, oldTerm_ {};
   sigset_t oldMask_{};
+  bool armed_ = false;
   std::atomic<bool> done_{false};
   std::thread receiver_;
 };
@@ -606,6 +610,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   // How validations are scored ("<split> loss" or "<split> BLEU"): a record kept across a resume
   // only compares like with like.
   const std::string validationMeasure = cl.get("valid-split", "val") + (validBleu ? " BLEU" : " loss");
+  // The batches' digest: compared with a resumed checkpoint's, between ranks, and recorded.
+  const uint64_t dataDigest = corpus ? trainingDataFingerprint(data.train) : 0;
   double resumedBest = NAN;
   int64_t resumedSinceBest = 0;
   if (!resume.empty()) {
@@ -658,7 +664,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     // The same corpus, direction, tokenizer and --batch-tokens (checkpoints from before this check
     // carry no fingerprint and are taken as they are).
     const auto wasPrint = resumed.find(kTrainingDataPrintKey);
-    if (corpus && wasPrint != resumed.end() && wasPrint->second != hex64(trainingDataFingerprint(data.train))) {
+    if (corpus && wasPrint != resumed.end() && wasPrint->second != hex64(dataDigest)) {
       const auto wasWhat = resumed.find(kTrainingDataWhatKey);
       const std::string was = wasWhat != resumed.end() ? wasWhat->second : std::string("unrecorded"),
                         now = trainingDataWhat(cl, data);
@@ -709,17 +715,28 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (corpus && !rs.weightsMeta.empty())
     if (int code = checkTokenizer("train", rs.weightsMeta, rs.weights, *data.tok, data.tokPath)) return code;
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
+  if (!std::isnan(resumedBest)) {  // carried until this run's first validation replaces it
+    char record[32];
+    std::snprintf(record, sizeof record, "%.17g", resumedBest);
+    checkpointMeta[kValidationBestKey] = record;
+    checkpointMeta[kValidationsSinceBestKey] = std::to_string(resumedSinceBest);
+    checkpointMeta[kValidationMeasureKey] = validationMeasure;
+  }
   checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
   checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);
   if (corpus) {
-    checkpointMeta[kTrainingDataPrintKey] = hex64(trainingDataFingerprint(data.train));
+    checkpointMeta[kTrainingDataPrintKey] = hex64(dataDigest);
     checkpointMeta[kTrainingDataWhatKey] = trainingDataWhat(cl, data);
   }
-  // checkpoint_<step> files in --save-dir, oldest first (--keep-last): this run's, and a resumed
-  // run's from before the step it resumes at (later ones are left: they are overwritten as the
-  // run reaches them).
+  // checkpoint_<step> files in --save-dir, oldest first (--keep-last): this run's, and, resuming
+  // from a checkpoint in that directory, the resumed run's from before the step it resumes at
+  // (later ones are left: they are overwritten as the run reaches them).
   std::vector<int64_t> kept;
-  if (keepLast > 0 && leader) {
+  std::error_code sameDirError;
+  const std::filesystem::path resumeDir = std::filesystem::path(resume).parent_path();
+  const bool resumedHere = !resume.empty() && !saveDir.empty() &&
+                           std::filesystem::equivalent(resumeDir.empty() ? "." : resumeDir, saveDir, sameDirError);
+  if (keepLast > 0 && leader && resumedHere) {  // not another run's files (a new run, or a resume from elsewhere)
     std::error_code ec;
     for (const auto &entry : std::filesystem::directory_iterator(saveDir, ec)) {
       const std::string name = entry.path().filename().string();
@@ -817,7 +834,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (int code = ranksAgree(comm, "initial weights", weightsFingerprint(*model),
                               "pass the same --seed, --weights or --resume checkpoint to every rank"))
       return code;
-    if (int code = ranksAgree(comm, "training data", trainingDataFingerprint(data.train), sameFiles)) return code;
+    if (int code = ranksAgree(comm, "training data", dataDigest, sameFiles)) return code;
     const std::string schedule = std::to_string(firstStep) + "/" + std::to_string(steps) + "/" +
                                  std::to_string(updateFreq) + "/" + std::to_string(checkWeightsEvery) + "/" +
                                  std::to_string(checkpointEvery) + "/" + std::to_string(evalEvery);
@@ -1088,8 +1105,14 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                 (long long)ranks, (long long)weightChecks, (long long)lastChecked, (unsigned long long)lastWeights,
                 comm.allreduceMillis() / double(millis.size()), waitMillis / double(millis.size()));
   }
-  if (leader && data.hasValid && evalEvery <= 0)
-    if (int code = evaluate(firstStep + int64_t(millis.size()) - 1)) return code;
+  if (leader && data.hasValid && evalEvery <= 0) {
+    const int64_t lastStep = firstStep + int64_t(millis.size()) - 1;
+    if (int code = evaluate(lastStep)) return code;
+    // The checkpoint of that step was written before this validation: again, with its record, so
+    // a resume knows the best so far.
+    if (!checkpoint.empty() && lastSaved == lastStep)
+      if (auto s = model->saveCheckpoint(checkpoint, lastStep, checkpointMeta); !s.ok()) return fail("train", s);
+  }
   if (rs.profile) printProfile(*model, millis.size(), "step");
   if (leader && !rs.saveWeights.empty()) {
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);

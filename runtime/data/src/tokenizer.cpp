@@ -65,17 +65,18 @@ tfmrt::Status Tokenizer::load(const std::string &path, std::unique_ptr<Tokenizer
     return tfmrt::invalidArgument("cannot load tokenizer '" + path + "': the file is empty");
   // Read here, with a bound: SentencePiece read a character device (/dev/zero) until memory ran out.
   // Models are a few MiB (tfmc tokenizer --vocab 32000: ~0.8 MiB).
-  constexpr size_t kMaxModelBytes = size_t(256) << 20;
+  constexpr size_t kMaxModelBytes = size_t(64) << 20;
+  const std::string tooLarge = "cannot load tokenizer '" + path +
+                               "': more than 64 MiB, not a SentencePiece model (make one with tfmc tokenizer)";
+  if (S_ISREG(st.st_mode) && uint64_t(st.st_size) > kMaxModelBytes) return tfmrt::invalidArgument(tooLarge);
   std::string bytes;
   {
     std::unique_ptr<std::FILE, int (*)(std::FILE *)> f(std::fopen(path.c_str(), "rb"), std::fclose);
     if (!f) return tfmrt::ioError("cannot load tokenizer '" + path + "': " + std::strerror(errno));
     std::vector<char> chunk(size_t(1) << 16);
     for (size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), f.get())) > 0;) {
+      if (bytes.size() + n > kMaxModelBytes) return tfmrt::invalidArgument(tooLarge);
       bytes.append(chunk.data(), n);
-      if (bytes.size() > kMaxModelBytes)
-        return tfmrt::invalidArgument("cannot load tokenizer '" + path +
-                                      "': more than 256 MiB, not a SentencePiece model (make one with tfmc tokenizer)");
     }
     if (std::ferror(f.get())) return tfmrt::ioError("cannot read tokenizer '" + path + "': " + std::strerror(errno));
   }
