@@ -60,12 +60,13 @@ std::string loadAverage() {
 
 namespace {
 // Busy and total jiffies of the per-CPU lines of /proc/stat's text, over the CPUs in `allowed`
-// (all of them when null). False when no such line parses.
-bool statJiffies(const std::string &stat, const std::vector<int> *allowed, uint64_t &busy, uint64_t &total) {
+// (all of them when null), and how many CPUs those are. False when no such line parses.
+bool statJiffies(const std::string &stat, const std::vector<int> *allowed, uint64_t &busy, uint64_t &total,
+                 int &cpus) {
   std::istringstream in(stat);
   std::string line;
   busy = total = 0;
-  bool any = false;
+  cpus = 0;
   while (std::getline(in, line)) {
     if (line.compare(0, 3, "cpu") != 0) break;  // the cpu lines come first
     if (line.size() < 4 || line[3] < '0' || line[3] > '9') continue;  // "cpu ": the all-CPU sum
@@ -78,9 +79,9 @@ bool statJiffies(const std::string &stat, const std::vector<int> *allowed, uint6
       if (!(fields >> x)) return false;
     busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
     total += v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
-    any = true;
+    ++cpus;
   }
-  return any;
+  return cpus > 0;
 }
 
 std::vector<int> allowedCpus() {
@@ -104,15 +105,11 @@ std::string readStat() {
 double busyCoresBetween(const std::string &before, const std::string &after, const std::vector<int> &allowed) {
   const std::vector<int> *only = allowed.empty() ? nullptr : &allowed;
   uint64_t b0 = 0, t0 = 0, b1 = 0, t1 = 0;
-  if (!statJiffies(before, only, b0, t0) || !statJiffies(after, only, b1, t1) || t1 <= t0 || b1 < b0) return -1;
+  int cpus0 = 0, cpus = 0;
+  if (!statJiffies(before, only, b0, t0, cpus0) || !statJiffies(after, only, b1, t1, cpus) || t1 <= t0 || b1 < b0)
+    return -1;
   // total is summed over the counted CPUs, so busy / total is the mean load of one of them.
-  double cpus = 0;
-  std::istringstream in(after);
-  for (std::string line; std::getline(in, line) && line.compare(0, 3, "cpu") == 0;)
-    if (line.size() > 3 && line[3] >= '0' && line[3] <= '9' &&
-        (!only || std::find(only->begin(), only->end(), std::atoi(line.c_str() + 3)) != only->end()))
-      cpus += 1;
-  return double(b1 - b0) / double(t1 - t0) * cpus;
+  return double(b1 - b0) / double(t1 - t0) * double(cpus);
 }
 
 // Cores kept busy by other processes: /proc/stat's busy time over `seconds` while this process

@@ -715,13 +715,16 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (corpus && !rs.weightsMeta.empty())
     if (int code = checkTokenizer("train", rs.weightsMeta, rs.weights, *data.tok, data.tokPath)) return code;
   if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
-  if (!std::isnan(resumedBest)) {  // carried until this run's first validation replaces it
+  // The best validation so far and the count since it, as checkpoints record them.
+  auto recordValidation = [&](double bestScore, int64_t since) {
     char record[32];
-    std::snprintf(record, sizeof record, "%.17g", resumedBest);
+    std::snprintf(record, sizeof record, "%.17g", bestScore);
     checkpointMeta[kValidationBestKey] = record;
-    checkpointMeta[kValidationsSinceBestKey] = std::to_string(resumedSinceBest);
+    checkpointMeta[kValidationsSinceBestKey] = std::to_string(since);
     checkpointMeta[kValidationMeasureKey] = validationMeasure;
-  }
+  };
+  // Carried until this run's first validation replaces it.
+  if (!std::isnan(resumedBest)) recordValidation(resumedBest, resumedSinceBest);
   checkpointMeta["data_parallel_ranks"] = std::to_string(ranks);
   checkpointMeta["batches_per_step"] = std::to_string(batchesPerStep);
   if (corpus) {
@@ -787,11 +790,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     } else {
       ++sinceBest;
     }
-    char record[32];
-    std::snprintf(record, sizeof record, "%.17g", best);
-    checkpointMeta[kValidationBestKey] = record;
-    checkpointMeta[kValidationsSinceBestKey] = std::to_string(sinceBest);
-    checkpointMeta[kValidationMeasureKey] = validationMeasure;
+    recordValidation(best, sinceBest);
     std::printf("step %6lld  validation loss %.4f (label-smoothed, per target token)", (long long)step, loss);
     if (validBleu) std::printf("  BLEU %.2f (greedy)", bleu);
     std::printf("%s\n", improved ? "  (best)" : "");
