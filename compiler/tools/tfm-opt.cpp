@@ -3,11 +3,20 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CommandLine.h"
 
 #include "passes/Passes.h"
 #include "tfm/TfmDialect.h"
 
 int main(int argc, char **argv) {
+  // The options registered before main come from the shared libLLVM's code generators (hundreds:
+  // --aarch64-*, --amdgpu-*, ...) and buried the tfm passes in --help: hidden (--help-hidden
+  // lists them). MLIR's own options and the passes are registered later, by MlirOptMain.
+  const llvm::StringSet<> kept = {"help", "help-list", "help-hidden", "help-list-hidden", "version", "color",
+                                  "print-options", "print-all-options"};
+  for (auto &option : llvm::cl::getRegisteredOptions())
+    if (!kept.contains(option.getKey())) option.getValue()->setHiddenFlag(llvm::cl::Hidden);
   mlir::DialectRegistry registry;
   registry.insert<tfm::TfmDialect, mlir::func::FuncDialect>();
   mlir::registerCanonicalizerPass();
