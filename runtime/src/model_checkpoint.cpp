@@ -112,6 +112,30 @@ std::string checksum(uint32_t crc, const std::string &step, const std::string &f
   return std::to_string(crc);
 }
 
+std::string metadataField(const MetadataMap &metadata, const char *key) {
+  auto it = metadata.find(key);
+  return it == metadata.end() ? std::string() : it->second;
+}
+
+std::vector<CrcItem> crcItems(const TensorMap &tensors, const std::map<std::string, TensorInFile> &inFile) {
+  std::vector<CrcItem> items;
+  for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
+  for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
+  return items;
+}
+
+// The checks every reader of a tfmc checkpoint makes (loadCheckpoint, inspect): the version it
+// was written in, and the checksum over its tensors, step, fingerprint and settings.
+Status checkVersionAndChecksum(const std::string &path, const MetadataMap &metadata, std::vector<CrcItem> items) {
+  auto field = [&](const char *key) { return metadataField(metadata, key); };
+  if (field("version") != kVersion)
+    return invalidArgument(cat("checkpoint '", path, "': version '", field("version"),
+                               "' is not supported (this tfmc reads version ", kVersion, ")"));
+  if (field("crc32") != checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint"), field("training_settings")))
+    return dataLoss(cat("checkpoint '", path, "': checksum mismatch: the file is corrupt"));
+  return Status::OK();
+}
+
 // The training state: the checkpointed session states of the default session (Adam moments), by
 // name, allocated (zeros) if no run has used them yet. Throws std::bad_alloc.
 void trainingState(const Model::Impl &m, TensorRefList &out) {
@@ -164,22 +188,24 @@ Status Model::saveCheckpoint(const std::string &path, int64_t step, const std::m
   }
 }
 
-Status readCheckpointFile(const std::string &path, std::map<std::string, Tensor> &tensors,
-                          std::map<std::string, std::string> &metadata, bool &isCheckpoint) {
+Status readCheckpointFile(const std::string &path, CheckpointSummary &summary) {
   try {
-    TFMRT_RETURN_IF_ERROR(readSafetensors(path, tensors, &metadata));
-    auto field = [&](const char *key) {
-      auto it = metadata.find(key);
-      return it == metadata.end() ? std::string() : it->second;
-    };
-    isCheckpoint = field("format") == kFormat;
-    if (isCheckpoint && field("version") != kVersion)
-      return invalidArgument(cat("checkpoint '", path, "': version '", field("version"),
-                                 "' is not supported (this tfmc reads version ", kVersion, ")"));
-    if (isCheckpoint &&
-        field("crc32") != checksum(tensorsCrc(tensors), field("step"), field("model_fingerprint"), field("training_settings")))
-      return dataLoss(cat("checkpoint '", path, "': checksum mismatch: the file is corrupt"));
-    return Status::OK();
+    // Nothing copied: the tensors are checksummed where the mapped file holds them (a
+    // transformer-big checkpoint with its Adam moments is a few GB).
+    FileView file;
+    TFMRT_RETURN_IF_ERROR(file.open(path, "safetensors file"));
+    TensorMap tensors;  // I64 tensors only (converted on reading)
+    std::map<std::string, TensorInFile> inFile;
+    MetadataMap metadata;
+    TFMRT_RETURN_IF_ERROR(parseSafetensorsSelected(
+        file.data(), file.size(), [](const std::string &) { return false; }, tensors, inFile, &metadata, path));
+    summary = CheckpointSummary();
+    summary.metadata.insert(metadata.begin(), metadata.end());
+    for (const auto &[name, t] : tensors) summary.shapes[name] = t.shape;
+    for (const auto &[name, t] : inFile) summary.shapes[name] = t.shape;
+    summary.isCheckpoint = metadataField(metadata, "format") == kFormat;
+    if (!summary.isCheckpoint) return Status::OK();  // weights or inputs: no checksum to verify
+    return checkVersionAndChecksum(path, metadata, crcItems(tensors, inFile));
   } catch (const std::bad_alloc &) {
     return outOfMemory(cat("out of memory while reading '", path, "'"));
   }
@@ -206,16 +232,9 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
     auto refuse = [&](const std::string &why) { return invalidArgument(cat("checkpoint '", path, "': ", why)); };
     if (field("format") != kFormat)
       return refuse(cat("not a tfmc checkpoint (format '", field("format"), "', expected '", kFormat, "')"));
-    if (field("version") != kVersion)
-      return refuse(cat("version '", field("version"), "' is not supported (this tfmc reads version ", kVersion, ")"));
+    TFMRT_RETURN_IF_ERROR(checkVersionAndChecksum(path, metadata, crcItems(tensors, inFile)));
     if (field("tfmc_model") != impl_->artifact.modelName)
       return refuse(cat("was saved from model '", field("tfmc_model"), "', this is '", impl_->artifact.modelName, "'"));
-    std::vector<CrcItem> items;
-    for (const auto &[name, t] : tensors) items.push_back(crcItem(name, t));
-    for (const auto &[name, t] : inFile) items.push_back({&name, t.dtype, &t.shape, t.data, t.bytes});
-    if (field("crc32") !=
-        checksum(tensorsCrc(std::move(items)), field("step"), field("model_fingerprint"), field("training_settings")))
-      return refuse("checksum mismatch: the file is corrupt");
     if (field("model_fingerprint") != modelFingerprint(artifact) &&
         field("model_fingerprint") != modelFingerprint(artifact, /*legacy=*/true)) {
       // Name the first parameter that differs, where one does (the fingerprint is only a CRC).

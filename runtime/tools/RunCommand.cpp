@@ -487,10 +487,10 @@ namespace {
 // tfmc inspect on a checkpoint or a weights file: its metadata (step, tokenizer, data
 // fingerprint, ...) and tensors. `artifactError` is reported when it is no safetensors file either.
 int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactError) {
-  std::map<std::string, tfmrt::Tensor> tensors;
-  std::map<std::string, std::string> meta;
-  bool checkpoint = false;
-  if (auto s = tfmrt::readCheckpointFile(path, tensors, meta, checkpoint); !s.ok()) {
+  tfmrt::CheckpointSummary summary;
+  const std::map<std::string, std::string> &meta = summary.metadata;
+  const bool &checkpoint = summary.isCheckpoint;
+  if (auto s = tfmrt::readCheckpointFile(path, summary); !s.ok()) {
     if (checkpoint) return fail("inspect", s);  // a corrupt checkpoint, or one of another version
     std::cerr << "tfmc inspect: error: '" << path << "' is neither an artifact (" << artifactError.message()
               << ") nor a safetensors file (" << s.message() << ")\n";
@@ -515,9 +515,13 @@ int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactErr
     for (std::string line; std::getline(lines, line);) std::printf("    %s\n", line.c_str());
   }
   int64_t numbers = 0;
-  for (const auto &[name, t] : tensors) numbers += t.numel();
-  std::printf("%zu tensors, %lld numbers:\n", tensors.size(), (long long)numbers);
-  for (const auto &[name, t] : tensors) std::printf("  %-50s %s\n", name.c_str(), shapeString(t.shape).c_str());
+  for (const auto &[name, shape] : summary.shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;  // the parser checked each tensor's size against its bytes
+    numbers += n;
+  }
+  std::printf("%zu tensors, %lld numbers:\n", summary.shapes.size(), (long long)numbers);
+  for (const auto &[name, shape] : summary.shapes) std::printf("  %-50s %s\n", name.c_str(), shapeString(shape).c_str());
   return 0;
 }
 }  // namespace

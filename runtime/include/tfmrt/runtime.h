@@ -94,10 +94,15 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
 // files). A resumed run with other settings would not continue the same run.
 std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &artifact);
 
-// A checkpoint file read without its model (tfmc inspect): its tensors and metadata, the checksum
-// verified; `isCheckpoint` false for other safetensors files (weights, inputs), which carry none.
-Status readCheckpointFile(const std::string &path, std::map<std::string, Tensor> &tensors,
-                          std::map<std::string, std::string> &metadata, bool &isCheckpoint);
+// A checkpoint or weights file read without its model (tfmc inspect): its metadata and tensor
+// shapes, a checkpoint's version and checksum verified (nothing is loaded into memory).
+// `isCheckpoint` is false for other safetensors files (weights, inputs), which carry no checksum.
+struct CheckpointSummary {
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  bool isCheckpoint = false;
+};
+Status readCheckpointFile(const std::string &path, CheckpointSummary &summary);
 
 class Session;
 
