@@ -238,6 +238,13 @@ bool readPipelineOptions(const char *cmd, const CommandLine &cl, PipelineOptions
               << "it needs 'translate' too (--entries=forward,translate,alignment)\n";
     return false;
   }
+  // Accumulation is the train_step's update split over batches; tfmc train runs train_step for
+  // --update-freq 1, so an artifact without it trained only with --update-freq N > 1.
+  if (options.accumulate && !options.trainStep) {
+    std::cerr << "tfmc " << cmd << ": error: --entries: 'accumulate' adds gradient accumulation to the training step; "
+              << "it needs 'train_step' too (--entries=forward,train_step,accumulate)\n";
+    return false;
+  }
   if (cl.has("alignment-layer")) {
     const long long layer = cl.getInt("alignment-layer", -1);
     if (!options.alignment) {

@@ -34,9 +34,9 @@ commands:
       `translate` (`encode`, `decode_step` and the full-prefix `decode`:
       for tfmc translate), `alignment` (with translate: decode_step also returns the last decoder
       layer's cross-attention weights, or layer N's with --alignment-layer N (0 = the first),
-      for tfmc translate --alignment). --precision=bf16 runs the GEMMs of inference entries with
-      bf16 operands and f32 accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32)
-      and stores decoding's K/V caches and cross K/V as bf16 (tfm-lower-kv-precision).
+      for tfmc translate --alignment). --precision=bf16 runs the GEMMs with a weight (every
+      entry's, weight gradients included) and fused attention with bf16 operands and f32
+      accumulation (tfm-lower-precision; CPUs without AVX512-BF16 run them f32) and stores decoding's K/V caches and cross K/V as bf16 (tfm-lower-kv-precision).
       --precision=int8 runs the GEMMs of the inference entries (forward, encode, decoding) with
       int8 operands: weights per output column, inputs per row, int32 sums (tfm-quantize-int8;
       AVX512-VNNI; CPUs without it run them f32); training stays f32.
@@ -95,7 +95,8 @@ commands:
       a weights file and list its tensors.
   average <model.tfmx> <ck1> <ck2> ... -o <out>
       The element-wise mean of the checkpoints' parameters (e.g. the last N of a run), written as a
-      checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's).
+      checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's,
+      if the artifact has a train_step entry; otherwise weights only).
 )";
 
 // compile, demo and bench run in the compiler plugin, loaded here: from ../lib next to tfmc's

@@ -41,14 +41,16 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
   std::fprintf(to,
                "usage: %s (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model [options]\n\n"
                "Translates with the compiled model '%s' built into this program: standard input to\n"
-               "standard output, one sentence per line, as lines arrive (or --input file | --data <dir>).\n"
+               "standard output, one sentence per line, as lines arrive (or --input file | --data <dir>\n"
+               "[--split test_2016_flickr] [--src de --tgt en]).\n"
                "Options are those of `tfmc translate`: --beam K, --length-penalty A, --n-best N,\n"
                "--batch N, --max-batch-tokens N, --output file, --output-format text|pieces|ids,\n"
                "--reference file, --score-reference, --target-prefix file (with --input file or --data), --max-sentences N,\n"
                "--no-cache, "
                "--sample [--top-k K] [--top-p P] [--temperature T] [--seed N], --min-length N, --no-repeat-ngram-size N,\n"
                "--max-length-ratio R, --max-length-offset N, --kernels=dnnl|reference, --threads N, --workers N,\n"
-               "--word-scores, --alignment hard|soft (if compiled with --entries=...,translate,alignment), --profile.\n",
+               "--word-scores, --alignment hard|soft (if compiled with --entries=...,translate,alignment), --profile,\n"
+               "--quiet; --checkpoint or --weights repeated: an ensemble (--ensemble-weights w1,w2,...).\n",
                argv0, model.c_str());
 }
 

@@ -623,7 +623,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                 << rs.artifactPath << " has (" << change
                 << "); resuming continues the same run, so they must match: recompile the spec with the checkpoint's "
                    "values, or start a new run from its weights (--weights instead of --resume)\n";
-      return 2;
+      return 1;  // as every other refused resume (2 is for a command line that does not parse)
     }
     // A run continues on the data it started on: a corpus checkpoint resumed on the sample batch
     // (or the reverse) was taken silently. Checkpoints before "training_data" was recorded tell
