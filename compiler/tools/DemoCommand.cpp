@@ -17,6 +17,7 @@ int demoCommand(const CommandLine &cl) {
   }
   std::string spec = cl.positionals.empty() ? "" : cl.positionals[0];
   rs.artifactPath = cl.get("o", "demo.tfmx");
+  rs.specPath = spec;
   if (!cl.has("iters")) rs.iters = 4;
   PipelineOptions pipeline;
   if (!readPipelineOptions("demo", cl, pipeline)) return 2;

@@ -186,6 +186,13 @@ int fail(const char *cmd, const tfmrt::Status &status) {
   return 1;
 }
 
+// An error in what the command line asks for, found before any work: exit 2, as for options
+// that do not parse.
+int failUsage(const char *cmd, const tfmrt::Status &status) {
+  fail(cmd, status);
+  return 2;
+}
+
 
 void noticePrecisionFallback(const std::string &what, const tfmrt::Model &model, bool forTraining, const char *cmd) {
   const std::string notice = (cmd ? commandName(cmd) + ": " : std::string()) + "notice: " + what;
@@ -217,13 +224,23 @@ int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr
   tfmrt::RuntimeOptions options;
   if (!parseKernels(cmd, rs.kernels, options.backend)) return 2;
   if (!rs.output.empty())
-    if (auto s = tfmrt::refuseOverwriting(rs.output, "--output file", {rs.artifactPath, rs.weights, rs.inputs}); !s.ok())
-      return fail(cmd, s);
-  if (!rs.saveWeights.empty())
-    if (auto s = tfmrt::refuseOverwriting(rs.saveWeights, "--save-weights file", {rs.artifactPath, rs.inputs}); !s.ok())
-      return fail(cmd, s);
+    if (auto s = tfmrt::refuseOverwriting(rs.output, "--output file", {rs.artifactPath, rs.weights, rs.inputs, rs.specPath}); !s.ok())
+      return failUsage(cmd, s);
+  if (!rs.saveWeights.empty()) {
+    if (auto s = tfmrt::refuseOverwriting(rs.saveWeights, "--save-weights file", {rs.artifactPath, rs.inputs, rs.specPath}); !s.ok())
+      return failUsage(cmd, s);
+    // --save-weights may replace the --weights it started from, but not a checkpoint: weights
+    // alone written over it would drop its optimizer state, step and records.
+    tfmrt::CheckpointSummary summary;
+    if (!rs.weights.empty() && tfmrt::sameFile(rs.saveWeights, rs.weights) &&
+        tfmrt::readCheckpointFile(rs.weights, summary).ok() && summary.isCheckpoint)
+      return failUsage(cmd, tfmrt::invalidArgument(
+                                "the --save-weights file '" + rs.saveWeights + "' is the checkpoint given as --weights ('" +
+                                rs.weights + "'): weights alone written over it would lose its optimizer state and step; "
+                                "choose another path"));
+  }
   if (auto s = tfmrt::refuseSharedOutputs({{rs.output, "--output file"}, {rs.saveWeights, "--save-weights file"}}); !s.ok())
-    return fail(cmd, s);
+    return failUsage(cmd, s);
   // Before the run (a directory or a missing directory was found only after it).
   for (const auto &[path, what] : {std::pair<const std::string &, const char *>{rs.output, "--output file"},
                                    {rs.saveWeights, "--save-weights file"}})

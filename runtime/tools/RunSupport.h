@@ -22,6 +22,8 @@ struct RunSettings {
   uint64_t seed = 1;
   int64_t batch = -1, srcLen = -1, tgtLen = -1, iters = 1, threads = 0;
   bool profile = false;
+  // demo: the spec it compiled (an input no output may replace).
+  std::string specPath;
   // Set by prepareRun: the metadata of a checkpoint given as --weights (its tokenizer record).
   std::map<std::string, std::string> weightsMeta;
 };
@@ -49,6 +51,8 @@ void noticePrecisionFallback(const std::string &what, const tfmrt::Model &model,
                              const char *cmd = nullptr);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
+// The same for a request refused before any work (paths that collide): returns 2.
+int failUsage(const char *cmd, const tfmrt::Status &status);
 // Parses the options of run-like commands (plus `known` extras); false after printing an error.
 bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs, std::vector<std::string> known);
 // Loads the artifact, sets weights (--weights or --seed; --save-weights unless `saveLater`) and

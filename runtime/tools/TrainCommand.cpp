@@ -488,9 +488,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   const std::string artifact = rs.artifactPath, tokenizer = cl.get("tokenizer"), metricsPath = cl.get("metrics");
   const std::vector<std::string> corpusFiles = tfmdata::corpusDirectoryFiles(cl.get("data"));
   for (auto [path, what, inputs] :
-       {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, rs.weights}},
-        {rs.saveWeights, "--save-weights file", {artifact, tokenizer, resume, checkpoint}},
-        {metricsPath, "--metrics file", {artifact, tokenizer, rs.weights, resume, checkpoint}}})
+       {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, rs.weights, rs.inputs}},
+        {rs.saveWeights, "--save-weights file", {artifact, tokenizer, resume, checkpoint, rs.inputs}},
+        {metricsPath, "--metrics file", {artifact, tokenizer, rs.weights, resume, rs.inputs}}})
     if (!path.empty()) {
       inputs.insert(inputs.end(), corpusFiles.begin(), corpusFiles.end());
       if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
