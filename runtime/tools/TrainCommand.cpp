@@ -19,6 +19,8 @@
 #include <system_error>
 #include <thread>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include "Commands.h"
@@ -179,23 +181,47 @@ double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt:
 
 // SIGINT / SIGTERM end training after the current step, with a checkpoint (exit 128 + signal,
 // as shells report it). A second signal while that checkpoint is written kills at once: writes
-// are atomic, so the previous checkpoint is still intact. Before the steps start (loading, reading
-// the corpus) a signal kills at once too.
+// are atomic, so the previous checkpoint is still intact. A repeat within a second is the same
+// request delivered twice, not a second one: `timeout` signals its child, then its whole process
+// group (that killed the run before it saved). Before the steps start (loading, reading the
+// corpus) a signal kills at once too.
 //
 // The handler runs on a thread of its own that does nothing else: every other thread blocks the
 // two signals. oneDNN 2.6's generated f32 GEMM kernels point rsp into the heap while they run
 // (oneDNN issue #4845, fixed in 3.x), so a handler run on a compute thread wrote its signal frame
 // into the heap: SIGINT during training aborted with "corrupted size vs. prev_size" (2-5 runs in 16).
 std::atomic<int> gStopSignal{0};  // lock-free: set by the handler on one thread, read on another
-static_assert(std::atomic<int>::is_always_lock_free, "the stop flag is written in a signal handler");
+std::atomic<int64_t> gStopSignalMillis{0};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free,
+              "the stop flag is written in a signal handler");
+
+int64_t monotonicMillis() {  // async-signal-safe (clock_gettime)
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void writeToStderr(const char *text) {  // async-signal-safe
+  if (::write(2, text, std::strlen(text)) < 0) return;
+}
 
 extern "C" void onStopSignal(int sig) {
+  const int saved = errno;
   if (gStopSignal.load() != 0) {
+    if (monotonicMillis() - gStopSignalMillis.load() < 1000) {  // the same request, delivered twice
+      errno = saved;
+      return;
+    }
+    writeToStderr("tfmc train: second signal: quitting without a checkpoint (the last one written is intact)\n");
     std::signal(sig, SIG_DFL);
     std::raise(sig);  // this thread does not block it: the default action, ending the process
     return;
   }
+  gStopSignalMillis.store(monotonicMillis());
   gStopSignal.store(sig);
+  writeToStderr(sig == SIGINT ? "tfmc train: SIGINT: stopping after this step (again to quit at once)\n"
+                              : "tfmc train: SIGTERM: stopping after this step (again to quit at once)\n");
+  errno = saved;
 }
 
 class StopSignals {
@@ -228,6 +254,12 @@ public:
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &oldInt_);
     sigaction(SIGTERM, &sa, &oldTerm_);
+    // A closed standard output (`| head`, a log reader that died) fails the write instead of
+    // killing the run: training stops after the step with a checkpoint (see outputClosed).
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, nullptr);
     armed_ = true;
   }
   ~StopSignals() {
@@ -236,6 +268,7 @@ public:
     if (armed_) {
       sigaction(SIGINT, &oldInt_, nullptr);
       sigaction(SIGTERM, &oldTerm_, nullptr);
+      // SIGPIPE stays ignored: stdio flushes what is left for a closed stdout at exit.
     }
     pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
   }
@@ -775,6 +808,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   double best = resumedBest;
   int64_t sinceBest = resumedSinceBest;
   bool stop = false;
+  bool outputClosed = false;
   auto evaluate = [&](int64_t step) {
     tfmrt::Status s;
     const double loss = validationLoss(*model, data.valid, s);
@@ -1047,6 +1081,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     if (leader && data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
+    // Standard output closed: stop as for a signal (a log pipe that died ended the run unsaved).
+    if (!outputClosed && std::ferror(stdout)) {
+      outputClosed = true;
+      stop = true;
+    }
     bool interrupted = gStopSignal != 0;
     int stopSignal = gStopSignal;
     if (distributed) {
@@ -1071,6 +1110,14 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (!checkpoint.empty() &&
         (k + 1 == steps || stop || interrupted || (checkpointEvery > 0 && step % checkpointEvery == 0)))
       if (int code = save(step)) return code;
+    if (outputClosed) {
+      std::fprintf(stderr, "tfmc train: error: cannot write standard output (a closed pipe or a full disk); stopped after "
+                   "step %lld: %s\n",
+                   (long long)step,
+                   checkpoint.empty() ? "no --checkpoint or --save-dir, nothing saved"
+                                      : ("resume with --resume " + checkpoint).c_str());
+      return 1;
+    }
     if (interrupted) {
       const int sig = stopSignal;
       std::printf("interrupted by %s after step %lld: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)step,

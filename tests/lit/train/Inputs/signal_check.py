@@ -2,9 +2,13 @@
 
     signal_check.py INT|TERM -- tfmc train <artifact> [options]
     signal_check.py INT|TERM --runs N -- tfmc train <artifact> [options]
+    signal_check.py INT|TERM --twice -- tfmc train <artifact> [options]
 
 Starts the command, waits for its first step line on standard output, sends the signal, and
 prints the exit status and the last lines the command wrote (for FileCheck).
+
+With --twice: the signal twice, 50 ms apart, as `timeout` delivers it (to its child, then to its
+process group): one request, not a second one that quits at once.
 
 With --runs N: N runs, each signalled at a random moment 0-0.3 s after its first step line (so
 inside a kernel, mostly); prints "exits" and the distinct exit statuses (one line), and the last
@@ -48,6 +52,9 @@ def main():
         lines.append(line.rstrip("\n"))
         if line.startswith("step "):
             proc.send_signal(sig)
+            if "--twice" in sys.argv[:sys.argv.index("--")]:
+                time.sleep(0.05)
+                proc.send_signal(sig)
             break
     lines += [l.rstrip("\n") for l in proc.stdout]
     proc.wait()
