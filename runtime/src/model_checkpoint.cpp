@@ -197,15 +197,24 @@ Status readCheckpointFile(const std::string &path, CheckpointSummary &summary) {
     TensorMap tensors;  // I64 tensors only (converted on reading)
     std::map<std::string, TensorInFile> inFile;
     MetadataMap metadata;
+    summary = CheckpointSummary();
     TFMRT_RETURN_IF_ERROR(parseSafetensorsSelected(
         file.data(), file.size(), [](const std::string &) { return false; }, tensors, inFile, &metadata, path));
-    summary = CheckpointSummary();
+    summary.isSafetensors = true;
     summary.metadata.insert(metadata.begin(), metadata.end());
     for (const auto &[name, t] : tensors) summary.shapes[name] = t.shape;
     for (const auto &[name, t] : inFile) summary.shapes[name] = t.shape;
     summary.isCheckpoint = metadataField(metadata, "format") == kFormat;
-    if (!summary.isCheckpoint) return Status::OK();  // weights or inputs: no checksum to verify
-    return checkVersionAndChecksum(path, metadata, crcItems(tensors, inFile));
+    if (summary.isCheckpoint) {
+      TFMRT_RETURN_IF_ERROR(checkVersionAndChecksum(path, metadata, crcItems(tensors, inFile)));
+    } else if (metadata.count(kWeightsChecksumKey)) {  // weights tfmc wrote (others carry none)
+      if (metadata.at(kWeightsChecksumKey) != std::to_string(tensorsCrc(crcItems(tensors, inFile))))
+        return dataLoss(cat("weights file '", path, "': checksum mismatch: the file is corrupt"));
+    } else {
+      return Status::OK();
+    }
+    summary.checksumVerified = true;
+    return Status::OK();
   } catch (const std::bad_alloc &) {
     return outOfMemory(cat("out of memory while reading '", path, "'"));
   }

@@ -21,6 +21,8 @@ namespace tfmrt {
 
 // The "format" metadata of a training checkpoint (Model::saveCheckpoint).
 constexpr const char *kCheckpointFormat = "tfmc-checkpoint";
+// Metadata of the weights files tfmc writes: CRC-32 of their tensors (tensorsCrc).
+constexpr const char *kWeightsChecksumKey = "tfmc_crc32";
 
 // A data-dependent check of an entry input, run on every call (token ids within a vocabulary).
 struct IdCheck {

@@ -13,8 +13,6 @@ namespace tfmrt {
 namespace {
 
 constexpr size_t kMaxListedProblems = 8;
-// Metadata of the weights files tfmc writes: CRC-32 of their tensors (tensorsCrc).
-constexpr const char *kWeightsChecksumKey = "tfmc_crc32";
 
 }  // namespace
 

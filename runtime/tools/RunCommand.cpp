@@ -508,7 +508,7 @@ int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactErr
   const std::map<std::string, std::string> &meta = summary.metadata;
   const bool &checkpoint = summary.isCheckpoint;
   if (auto s = tfmrt::readCheckpointFile(path, summary); !s.ok()) {
-    if (checkpoint) return fail("inspect", s);  // a corrupt checkpoint, or one of another version
+    if (summary.isSafetensors) return fail("inspect", s);  // corrupt, or a checkpoint of another version
     std::cerr << "tfmc inspect: error: '" << path << "' is neither an artifact (" << artifactError.message()
               << ") nor a safetensors file (" << s.message() << ")\n";
     return 1;
@@ -521,7 +521,8 @@ int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactErr
     std::printf("checkpoint %s: model '%s', step %s, checksum verified\n", path.c_str(), field("tfmc_model").c_str(),
                 field("step").c_str());
   else
-    std::printf("safetensors %s (weights or inputs, not a checkpoint)\n", path.c_str());
+    std::printf("safetensors %s (weights or inputs, not a checkpoint), %s\n", path.c_str(),
+                summary.checksumVerified ? "checksum verified" : "no checksum (not written by tfmc)");
   for (const auto &[k, v] : meta) {
     if (k == "training_settings") continue;  // many lines: below
     std::printf("  %s = %s\n", k.c_str(), v.c_str());

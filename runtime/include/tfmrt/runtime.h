@@ -95,12 +95,14 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
 std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &artifact);
 
 // A checkpoint or weights file read without its model (tfmc inspect): its metadata and tensor
-// shapes, a checkpoint's version and checksum verified (nothing is loaded into memory).
-// `isCheckpoint` is false for other safetensors files (weights, inputs), which carry no checksum.
+// shapes, a checkpoint's version and the checksum of any file tfmc wrote verified (nothing is
+// loaded into memory). `isCheckpoint` is false for other safetensors files (weights, inputs).
 struct CheckpointSummary {
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::vector<int64_t>> shapes;
+  bool isSafetensors = false;  // it parsed as one (a failed check is then about its contents)
   bool isCheckpoint = false;
+  bool checksumVerified = false;  // false: a file tfmc did not write (PyTorch's), which has none
 };
 Status readCheckpointFile(const std::string &path, CheckpointSummary &summary);
 
