@@ -399,7 +399,8 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
                                {{"post", NormPlacement::Post}, {"pre", NormPlacement::Pre}}),
       enumField<Activation>("activation", m.activation,
                             {{"relu", Activation::ReLU}, {"gelu", Activation::GELU}}),
-      floatField("layer_norm_eps", m.layer_norm_eps, Range::Positive),
+      // LayerNorm runs in f32: past 1e30 its eps overwhelms any variance (and 1e300 is inf).
+      floatField("layer_norm_eps", m.layer_norm_eps, Range::Positive, 1e30),
       floatField("dropout", m.dropout, Range::Probability),
       floatField("attention_dropout", m.attention_dropout, Range::Probability),
       floatField("activation_dropout", m.activation_dropout, Range::Probability),
@@ -417,8 +418,8 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       // Adam runs in f32: an eps past its range became inf (no update at all) or 0 (0/0).
       floatField("adam_eps", t.adam_eps, Range::Positive, 1e30),
       intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
-      // The runtime reads the schedule back from the artifact's metadata up to 1e300.
-      floatField("lr_scale", t.lr_scale, Range::Positive, 1e300),
+      // The learning rate is applied in f32: past 1e30 it is inf times the update.
+      floatField("lr_scale", t.lr_scale, Range::Positive, 1e30),
       intField("batch_tokens", t.batch_tokens, Range::Positive, false, kMaxTokens),
       intField("max_steps", t.max_steps, Range::Positive, false, INT32_MAX),
       intField("seed", t.seed, Range::NonNegative),
@@ -625,6 +626,15 @@ void SpecParser::run() {
   YAML::Mark secondDoc;
   bool hasSecondDoc = false;
   // Before yaml-cpp, whose error (if any) would point where the open quote's string happens to end.
+  // A NUL byte: yaml-cpp reported "unknown escape character" on the line after it.
+  for (size_t i = 0; i < lines_.size(); ++i)
+    if (size_t col = lines_[i].find('\0'); col != std::string::npos) {
+      YAML::Mark at;
+      at.line = static_cast<int>(i);
+      at.column = static_cast<int>(col);
+      error(at, "a NUL byte: a spec is YAML text (is this a binary file?)");
+      return;
+    }
   YAML::Mark openQuote;
   if (findUnclosedQuote(openQuote)) {
     error(openQuote, "invalid YAML: this quoted value does not end on its line (a missing closing quote?); "
@@ -831,6 +841,13 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
     }
     if (r != NumberParse::Ok)
       return typeError("an integer");
+    // 032: 32 here, 26 to YAML 1.1 readers (PyYAML), which take a leading zero for octal.
+    const size_t sign = text[0] == '+' || text[0] == '-' ? 1 : 0;
+    if (text.size() > sign + 1 && text[sign] == '0') {
+      error(f.valueMark, quote(f.name) + " has a leading zero, got " + cut(text) +
+                             " (YAML 1.1 tools read it as octal); write " + std::to_string(v));
+      return;
+    }
     *f.i = v;
     break;
   }
@@ -864,7 +881,7 @@ void SpecParser::parseField(Section &section, Field &f, const YAML::Node &key,
       std::string message = "key " + quote(f.name) + " must be " + alternatives(f.enumNames) +
                             ", got " + describe(value);
       std::string guess = value.IsScalar() ? closest(text, f.enumNames) : "";
-      if (guess == text)  // the right name under another type's tag
+      if (!text.empty() && guess == text)  // the right name under another type's tag
         message += "; drop the " + shortTag(value.Tag()) + " tag";
       else if (!guess.empty())
         message += "; did you mean " + quote(guess) + "?";
@@ -986,6 +1003,10 @@ void SpecParser::crossChecks() {
     }
   }
 
+  if (ok("model", "layer_norm_eps") && spec_.model.layer_norm_eps < 1e-30)
+    error(where("model", "layer_norm_eps"),
+          "'layer_norm_eps' must be at least 1e-30 (LayerNorm runs in f32, where a smaller value is 0), got " +
+              tfmdata::shortNumber(spec_.model.layer_norm_eps));
   if (ok("training", "adam_eps") && spec_.training.adam_eps < 1e-30)
     error(where("training", "adam_eps"),
           "'adam_eps' must be at least 1e-30 (Adam runs in f32, where a smaller value is 0), got " +
