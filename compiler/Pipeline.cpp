@@ -30,7 +30,7 @@ bool PipelineOptions::parseFusionList(const std::string &list, std::string &erro
     return true;
   }
   mergeProjections = fuseAttention = fuseEpilogues = assignLayouts = false;
-  std::stringstream in(list);
+  std::stringstream in(list + ",");  // a trailing comma: an empty last item, refused below
   std::string name;
   while (std::getline(in, name, ',')) {
     // Accept "a, b" as well as "a,b".
@@ -40,7 +40,10 @@ bool PipelineOptions::parseFusionList(const std::string &list, std::string &erro
     else if (name == "attention") fuseAttention = true;
     else if (name == "epilogues") fuseEpilogues = true;
     else if (name == "layouts") assignLayouts = true;
-    else {
+    else if (name.empty()) {
+      error = "an empty item in the list '" + list + "' (expected none, all, or a comma list of " + fusionPassNames() + ")";
+      return false;
+    } else {
       error = "unknown fusion pass '" + name + "' (expected none, all, or a comma list of " +
               fusionPassNames() + ")";
       return false;

@@ -59,7 +59,7 @@ Status Model::fromArtifact(Artifact artifact, const RuntimeOptions &options, std
   try {
     TFMRT_RETURN_IF_ERROR(validateArtifact(artifact));
     if (options.num_threads < 0 || options.num_threads > kMaxThreads)
-      return invalidArgument(cat("the thread count (--threads) must be in [0, ", kMaxThreads, "], got ", options.num_threads));
+      return invalidArgument(cat("the thread count (--threads, or OMP_NUM_THREADS without it) must be in [0, ", kMaxThreads, "], got ", options.num_threads));
     std::unique_ptr<Model> m(new Model());
     Impl &impl = *m->impl_;
     impl.artifact = std::move(artifact);

@@ -385,8 +385,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   const bool leader = comm.rank() == 0;  // the rank that writes checkpoints, metrics and validation
   const int64_t ranks = comm.size();
   // Before readRunSettings, which would check their values (--iters 0, --entry foo) first.
-  if (cl.has("iters") || cl.has("entry")) {
-    std::cerr << "tfmc train: error: use --steps (train runs the train_step entry)\n";
+  if (cl.has("iters")) {
+    std::cerr << "tfmc train: error: --iters is run's; train counts --steps\n";
+    return 2;
+  }
+  if (cl.has("entry")) {
+    std::cerr << "tfmc train: error: --entry is run's; train always runs the train_step entry\n";
     return 2;
   }
   RunSettings rs;
@@ -587,6 +591,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                 << (errno ? std::string(": ") + std::strerror(errno) : std::string()) << "; training goes on without it\n";
     }
   };
+  // The checkpoint defaults to the --resume file: a directory there is an input error first.
+  if (struct stat st; !resume.empty() && ::stat(resume.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::cerr << "tfmc train: error: --resume takes a checkpoint file; '" << resume << "' is a directory\n";
+    return 2;
+  }
   for (const auto &[path, what] : {std::pair<std::string, const char *>{checkpoint, "the checkpoint"},
                                    {rs.saveWeights, "the --save-weights file"}})
     if (leader && !path.empty())

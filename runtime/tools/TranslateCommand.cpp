@@ -506,7 +506,8 @@ int translateCommand(const CommandLine &cl) {
   }
   std::vector<double> ensembleWeights;
   if (cl.has("ensemble-weights")) {
-    std::stringstream list(cl.get("ensemble-weights"));
+    // A trailing comma is an empty last item (getline drops it; ",1" was refused, "1," taken).
+    std::stringstream list(cl.get("ensemble-weights") + ",");
     for (std::string item; std::getline(list, item, ',');) {
       char *end = nullptr;
       const double w = std::strtod(item.c_str(), &end);

@@ -147,6 +147,11 @@ TEST(Pipeline, FusionListSelectsPasses) {
   std::string error;
   EXPECT_FALSE(options.parseFusionList("attention,bogus", error));
   EXPECT_NE(error.find("unknown fusion pass 'bogus'"), std::string::npos) << error;
+  // A trailing comma was taken (getline drops the empty last item), a leading one refused.
+  for (const char *list : {"attention,", ",attention", "attention,,layouts"}) {
+    EXPECT_FALSE(options.parseFusionList(list, error)) << list;
+    EXPECT_NE(error.find("an empty item"), std::string::npos) << error;
+  }
 }
 
 }  // namespace
