@@ -1232,7 +1232,9 @@ int tokenizerCommand(const CommandLine &cl) {
   const std::string split = cl.get("split", "train");
   for (const std::string &lang : langs) {
     std::vector<std::string> lines;
-    if (auto s = tfmdata::readLines(tfmdata::corpusSideFile(dir, split, lang), lines); !s.ok()) return fail("tokenizer", s);
+    std::string path;
+    if (auto s = tfmdata::findCorpusSideFile(dir, split, lang, path); !s.ok()) return fail("tokenizer", s);
+    if (auto s = tfmdata::readLines(path, lines); !s.ok()) return fail("tokenizer", s);
     sentences.insert(sentences.end(), lines.begin(), lines.end());
   }
   tfmdata::TokenizerOptions options;

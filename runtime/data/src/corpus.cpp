@@ -179,9 +179,22 @@ std::string corpusSideFile(const std::string &dir, const std::string &split, con
   return base + ".gz";  // the error will name the expected file
 }
 
+tfmrt::Status findCorpusSideFile(const std::string &dir, const std::string &split, const std::string &lang,
+                                 std::string &path) {
+  const std::string base = dir + "/" + split + "." + lang;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(base + ".gz", ec) && std::filesystem::is_regular_file(base, ec))
+    return tfmrt::invalidArgument("both '" + base + ".gz' and '" + base +
+                                  "' exist: which one is meant? Remove or rename the other");
+  path = corpusSideFile(dir, split, lang);
+  return tfmrt::Status::OK();
+}
+
 tfmrt::Status readParallel(const std::string &dir, const std::string &split, const std::string &srcLang,
                            const std::string &tgtLang, ParallelCorpus &out) {
-  const std::string srcPath = corpusSideFile(dir, split, srcLang), tgtPath = corpusSideFile(dir, split, tgtLang);
+  std::string srcPath, tgtPath;
+  TFMRT_RETURN_IF_ERROR(findCorpusSideFile(dir, split, srcLang, srcPath));
+  TFMRT_RETURN_IF_ERROR(findCorpusSideFile(dir, split, tgtLang, tgtPath));
   TFMRT_RETURN_IF_ERROR(readLines(srcPath, out.src));
   TFMRT_RETURN_IF_ERROR(readLines(tgtPath, out.tgt));
   if (out.src.size() != out.tgt.size())

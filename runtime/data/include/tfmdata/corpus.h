@@ -23,6 +23,10 @@ tfmrt::Status readLines(const std::string &path, std::vector<std::string> &lines
 std::vector<std::string> corpusDirectoryFiles(const std::string &dir);
 // <dir>/<split>.<lang>.gz, or <dir>/<split>.<lang> when only that exists (the .gz name when neither).
 std::string corpusSideFile(const std::string &dir, const std::string &split, const std::string &lang);
+// corpusSideFile, refusing a directory that holds both <split>.<lang>.gz and <split>.<lang>
+// (one of them was read silently: an edited copy beside the original).
+tfmrt::Status findCorpusSideFile(const std::string &dir, const std::string &split, const std::string &lang,
+                                 std::string &path);
 
 struct ParallelCorpus {
   std::vector<std::string> src, tgt;  // line i of both sides is a translation pair
