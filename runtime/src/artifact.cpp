@@ -458,7 +458,20 @@ void appendU64(std::vector<uint8_t> &out, uint64_t v) {
 bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size_t &size, std::string *damage) {
   if (file.size() < kTrailerSize) return false;
   const uint8_t *t = file.data() + file.size() - kTrailerSize;
-  if (std::memcmp(t + 16, kEmbeddedMagic, sizeof kEmbeddedMagic) != 0) return false;
+  if (std::memcmp(t + 16, kEmbeddedMagic, sizeof kEmbeddedMagic) != 0) {
+    // No trailer. Bytes past the ELF image (its section header table ends it) are then a model
+    // cut short, not the template tfm-embedded: a copy that stopped early said "carries no model".
+    static const uint8_t kElf64[5] = {0x7f, 'E', 'L', 'F', 2};
+    if (!damage || file.size() < 64 || std::memcmp(file.data(), kElf64, sizeof kElf64) != 0) return false;
+    const uint64_t sectionHeaders = readU64(file.data() + 0x28);
+    const uint64_t entrySize = uint64_t(file[0x3A]) | uint64_t(file[0x3B]) << 8;
+    const uint64_t entries = uint64_t(file[0x3C]) | uint64_t(file[0x3D]) << 8;
+    const uint64_t elfEnd = sectionHeaders + entrySize * entries;
+    if (sectionHeaders == 0 || elfEnd >= file.size()) return false;
+    *damage = std::to_string(file.size() - elfEnd) + " bytes follow the program but end without the model's trailer: "
+              "the file was cut short (an incomplete copy?)";
+    return true;
+  }
   const uint64_t off = readU64(t), len = readU64(t + 8);
   if (off > file.size() - kTrailerSize || len != file.size() - kTrailerSize - off) {
     if (!damage) return false;
