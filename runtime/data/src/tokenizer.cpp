@@ -158,6 +158,46 @@ std::string Tokenizer::pieces(const std::vector<int32_t> &ids) const {
 
 int Tokenizer::vocabSize() const { return sp_->GetPieceSize(); }
 
+std::string Tokenizer::digest() const {
+  // The serialized ModelProto's top-level fields, less trainer_spec (2: how it was trained, with
+  // the input path spm_train was given) and self_test_data (4): pieces (1), normalizer_spec (3)
+  // and denormalizer_spec (5) decide the segmentation. Protobuf's wire format, read by hand (the
+  // package ships no generated headers); anything unexpected is hashed whole.
+  const std::string proto = sp_->serialized_model_proto();
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) h = (h ^ uint8_t(proto[i])) * 1099511628211ull;
+  };
+  auto varint = [&](size_t &pos, uint64_t &value) {
+    value = 0;
+    for (int shift = 0; pos < proto.size() && shift < 64; shift += 7) {
+      const uint8_t byte = uint8_t(proto[pos++]);
+      value |= uint64_t(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return true;
+    }
+    return false;
+  };
+  bool parsed = true;
+  for (size_t pos = 0; pos < proto.size() && parsed;) {
+    const size_t begin = pos;
+    uint64_t key = 0, length = 0;
+    if (!varint(pos, key) || (key & 7) != 2 || !varint(pos, length) || length > proto.size() - pos) {
+      parsed = false;
+      break;
+    }
+    pos += size_t(length);
+    const uint64_t field = key >> 3;
+    if (field != 2 && field != 4) mix(begin, pos);
+  }
+  if (!parsed) {
+    h = 1469598103934665603ull;
+    mix(0, proto.size());
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return hex;
+}
+
 std::string Tokenizer::fingerprint() const {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string &bytes) {

@@ -38,6 +38,9 @@ public:
   // a copied or renamed file keeps it and a retrained vocabulary changes it. Checkpoints record
   // it to refuse a mismatching tokenizer by name.
   std::string fingerprint() const;
+  // Hex FNV-1a over the whole model (pieces, scores and the normalisation rules, which the
+  // fingerprint leaves out: a changed or damaged normaliser table tokenized differently, unseen).
+  std::string digest() const;
   int padId() const { return 0; }
   int bosId() const { return 1; }
   int eosId() const { return 2; }
