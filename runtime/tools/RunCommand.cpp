@@ -179,6 +179,16 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
   return false;
 }
 
+std::string positionalsGiven(const CommandLine &cl) {
+  std::string out = "; got " + std::to_string(cl.positionals.size());
+  for (size_t i = 0; i < cl.positionals.size() && i < 4; ++i) out += (i ? ", '" : ": '") + cl.positionals[i] + "'";
+  if (cl.positionals.size() > 4) out += ", ...";
+  // CLI11 takes '---seed' for an argument: say what it is.
+  for (const std::string &p : cl.positionals)
+    if (p.rfind("---", 0) == 0) return out + " ('" + p + "' has three dashes: options take two)";
+  return out;
+}
+
 int fail(const char *cmd, const tfmrt::Status &status) {
   // One write, so the lines of processes sharing a terminal (mpirun ranks) do not interleave.
   const std::string line = commandName(cmd) + ": error: " + status.message() + "\n";
@@ -469,8 +479,8 @@ bool readRunSettings(const char *cmd, const CommandLine &cl, RunSettings &rs,
                   << " sizes the built-in sample batch; --inputs brings its own shapes (drop one of them)\n";
         return false;
       }
-  if (rs.iters < 1) {  // was run once silently
-    std::cerr << commandName(cmd) << ": error: --iters must be >= 1, got " << rs.iters << "\n";
+  if (rs.iters < 1 || rs.iters > INT32_MAX) {  // below 1 was run once silently; above, no bound at all
+    std::cerr << commandName(cmd) << ": error: --iters must be in [1, 2147483647], got " << rs.iters << "\n";
     return false;
   }
   if (rs.threads < 0 || rs.threads > tfmrt::kMaxThreads) {
@@ -493,7 +503,7 @@ int runCommand(const CommandLine &cl) {
   RunSettings rs;
   if (!readRunSettings("run", cl, rs, {})) return 2;
   if (cl.positionals.size() != 1) {
-    std::cerr << "tfmc run: error: expected exactly one artifact (tfmc run <model.tfmx>)\n";
+    std::cerr << "tfmc run: error: expected exactly one artifact (tfmc run <model.tfmx>)" << positionalsGiven(cl) << "\n";
     return 2;
   }
   rs.artifactPath = cl.positionals[0];
@@ -546,7 +556,7 @@ int inspectSafetensors(const std::string &path, const tfmrt::Status &artifactErr
 
 int inspectCommand(const CommandLine &cl) {
   if (cl.positionals.size() != 1) {
-    std::cerr << "tfmc inspect: error: expected exactly one artifact\n";
+    std::cerr << "tfmc inspect: error: expected exactly one file" << positionalsGiven(cl) << "\n";
     return 2;
   }
   tfmrt::Artifact a;

@@ -49,6 +49,8 @@ bool parseKernels(const char *cmd, const std::string &kernels, tfmrt::KernelBack
 // `what` names the model (its artifact's path); `cmd` prefixes "tfmc <cmd>: " when given.
 void noticePrecisionFallback(const std::string &what, const tfmrt::Model &model, bool forTraining = false,
                              const char *cmd = nullptr);
+// "; got N: 'a', 'b'" for an error about the number of positional arguments.
+std::string positionalsGiven(const CommandLine &cl);
 // Prints "tfmc <cmd>: error: <message>" and returns 1.
 int fail(const char *cmd, const tfmrt::Status &status);
 // The same for a request refused before any work (paths that collide): returns 2.

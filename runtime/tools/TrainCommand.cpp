@@ -400,7 +400,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
-                 "--entries=forward,train_step)\n";
+                 "--entries=forward,train_step)"
+              << positionalsGiven(cl) << "\n";
     return 2;
   }
   const bool corpus = cl.has("data");
