@@ -165,6 +165,18 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
   return 0;
 }
 
+// "3600", "90s", "45m", "2.5h" -> seconds; false unless positive and at most 10000 hours.
+bool parseDuration(const std::string &text, double &seconds) {
+  char *end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno == ERANGE) return false;
+  const std::string unit(end);
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  seconds = value * scale;
+  return scale > 0 && std::isfinite(seconds) && seconds > 0 && seconds <= 10000.0 * 3600;
+}
+
 // Token-weighted mean loss of the forward entry over every validation batch.
 double validationLoss(tfmrt::Model &model, const tfmdata::Batcher &valid, tfmrt::Status &status) {
   double total = 0, tokens = 0;
@@ -396,7 +408,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite"}))
+                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
+                        "time-limit"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -452,6 +465,20 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                                                       : cl.get("checkpoint");
   const int64_t checkpointEvery = cl.getInt("checkpoint-every", 0);
   const int64_t keepLast = cl.getInt("keep-last", 0), patience = cl.getInt("patience", 0);
+  // --max-epochs N: stop at the step that completes epoch N; --time-limit: after the first step
+  // that ends past it (each with a checkpoint), as fairseq's --max-epoch / --stop-time-hours.
+  const int64_t maxEpochs = cl.getInt("max-epochs", 0);
+  if (cl.has("max-epochs") && (!corpus || maxEpochs < 1 || maxEpochs > 1000000)) {
+    std::cerr << "tfmc train: error: --max-epochs counts epochs of a corpus (--data), from 1 to 1000000; got "
+              << cl.get("max-epochs") << (corpus ? "" : " without --data") << "\n";
+    return 2;
+  }
+  double timeLimitSeconds = 0;
+  if (cl.has("time-limit") && !parseDuration(cl.get("time-limit"), timeLimitSeconds)) {
+    std::cerr << "tfmc train: error: --time-limit takes a duration such as 3600, 90s, 45m or 2.5h (at most 10000h); got '"
+              << cl.get("time-limit") << "'\n";
+    return 2;
+  }
   const bool validBleu = cl.has("valid-bleu");
   if (keepLast < 0 || patience < 0) {
     std::cerr << "tfmc train: error: " << (keepLast < 0 ? "--keep-last" : "--patience") << " must be >= 0, got "
@@ -735,7 +762,19 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   }
   // On a corpus, training runs to the spec's training.max_steps unless --steps says how many
   // more; one batch (a demonstration or a test) runs 20 steps.
-  const int64_t steps = cl.has("steps") ? cl.getInt("steps", 1) : corpus ? info.maxSteps - firstStep + 1 : 20;
+  int64_t steps = cl.has("steps") ? cl.getInt("steps", 1) : corpus ? info.maxSteps - firstStep + 1 : 20;
+  if (maxEpochs > 0) {
+    // Step s trains batches (s - 1) x B .. s x B - 1 (B batches per step): epoch N ends in step
+    // ceil(N x batches per epoch / B).
+    const int64_t perEpoch = data.train.batchesPerEpoch();
+    const int64_t lastStep = (maxEpochs * perEpoch + batchesPerStep - 1) / batchesPerStep;
+    if (lastStep < firstStep) {
+      std::printf("nothing to do: step %lld completed epoch %lld (--max-epochs)\n", (long long)(firstStep - 1),
+                  (long long)maxEpochs);
+      return 0;
+    }
+    steps = std::min(steps, lastStep - firstStep + 1);
+  }
   if (steps < 1) {
     std::printf("nothing to do: step %lld reached training.max_steps %lld (pass --steps N to train further)\n",
                 (long long)(firstStep - 1), (long long)info.maxSteps);
@@ -1091,6 +1130,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     if (leader && data.hasValid && evalEvery > 0 && step % evalEvery == 0)
       if (int code = evaluate(step)) return code;
+    if (timeLimitSeconds > 0 && !stop &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - trainStart).count() >= timeLimitSeconds) {
+      std::printf("time limit %s reached after step %lld\n", cl.get("time-limit").c_str(), (long long)step);
+      stop = true;
+    }
     // Standard output closed: stop as for a signal (a log pipe that died ended the run unsaved).
     if (!outputClosed && std::ferror(stdout)) {
       outputClosed = true;
