@@ -115,6 +115,7 @@ std::vector<CommandSpec> commandSpecs() {
                {"keep-last", Kind::Int, "keep the last N checkpoint_<step> files in --save-dir (default 0: all)"},
                {"patience", Kind::Int, "stop after N validations without a new best (default 0: never)"},
                {"max-epochs", Kind::Int, "stop at the end of epoch N (with --data; with --steps or max_steps, whichever comes first)"},
+               {"quiet", Kind::Flag, "print nothing on standard output (errors, warnings and notices still go to standard error)"},
                {"time-limit", Kind::Text, "stop after the first step that ends past this much training time: 3600, 90s, 45m, 2.5h (with a checkpoint)"},
                {"valid-bleu", Kind::Flag, "also score greedy BLEU on the validation split (needs the translate entries)"},
                {"skip-nonfinite", Kind::Flag,

@@ -381,8 +381,8 @@ int trainCommand(const CommandLine &cl) {
   StopSignals stopSignals;  // first: every thread started from here on blocks SIGINT and SIGTERM
   std::unique_ptr<tfmdist::Communicator> comm;
   if (auto s = tfmdist::Communicator::create(comm); !s.ok()) return fail("train", s);
-  if (comm->distributed() && comm->rank() != 0) {
-    // One log: rank 0 prints progress; the others print only their errors (stderr).
+  if (cl.has("quiet") || (comm->distributed() && comm->rank() != 0)) {
+    // --quiet, or one log: rank 0 prints progress; the others print only their errors (stderr).
     if (!std::freopen("/dev/null", "w", stdout)) std::cerr << "tfmc train: warning: rank " << comm->rank() << " logs to stdout too\n";
   }
   const int code = trainOnRanks(cl, *comm, stopSignals);
@@ -409,7 +409,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
                         "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
-                        "time-limit"}))
+                        "time-limit", "quiet"}))
     return 2;
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
