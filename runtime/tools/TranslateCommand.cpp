@@ -824,6 +824,13 @@ int translateCommand(const CommandLine &cl) {
   if (limit > 0)
     for (std::vector<std::string> *lines : {&sources, &references, &prefixes})
       if (int64_t(lines->size()) > limit) lines->resize(size_t(limit));
+  // References are scored as text: invalid UTF-8 replaced, as in the sources, and said (it was not).
+  int64_t invalidReferences = 0, firstInvalidReference = 0;
+  for (size_t i = 0; i < references.size(); ++i)
+    if (tfmdata::sanitiseUtf8(references[i]) && invalidReferences++ == 0) firstInvalidReference = int64_t(i) + 1;
+  if (invalidReferences)
+    std::fprintf(stderr, "%s: warning: %lld reference line(s) had invalid UTF-8, replaced by U+FFFD (first: line %lld)\n",
+                 commandName("translate").c_str(), (long long)invalidReferences, (long long)firstInvalidReference);
   const std::string sourceLines =
       std::to_string(sources.size()) + " source lines" + (limit > 0 ? " (with --max-sentences)" : "");
   // An empty reference file too: no silent BLEU-less run.
