@@ -156,6 +156,9 @@ std::vector<CommandSpec> commandSpecs() {
         {"max-batch-tokens", Kind::Int, "source tokens in flight (sentences x longest; default 0: no limit)"},
         {"output", Kind::Text, "write translations here (default standard output; with --data, only the scores and three samples are printed without it)", "o"},
         {"output-format", Kind::Text, "text (default), pieces or ids"},
+        {"input-format", Kind::Text,
+         "text (default), or already tokenized: pieces or ids (space-separated, as --output-format writes them; "
+         "also --target-prefix and --reference with --score-reference)"},
         {"max-sentences", Kind::Int, "translate only the first N sentences"},
         {"alignment", Kind::Text,
          "hard or soft: append ' ||| ' and the word alignment (the cross-attention of the decoder layer chosen at compile time, the last by default; positions of "

@@ -45,6 +45,7 @@ void usage(const char *argv0, const std::string &model, FILE *to) {
                "[--split test_2016_flickr] [--src de --tgt en]).\n"
                "Options are those of `tfmc translate`: --beam K, --length-penalty A, --n-best N,\n"
                "--batch N, --max-batch-tokens N, --output file, --output-format text|pieces|ids,\n"
+               "--input-format text|pieces|ids, "
                "--reference file, --score-reference, --target-prefix file (with --input file or --data), --max-sentences N,\n"
                "--no-cache, "
                "--sample [--top-k K] [--top-p P] [--temperature T] [--seed N], --min-length N, --no-repeat-ngram-size N,\n"

@@ -36,6 +36,7 @@ namespace tfmc {
 namespace {
 
 enum class OutputFormat { Text, Pieces, Ids };
+using InputFormat = OutputFormat;  // --input-format: the same three, read back
 
 // Input problems said once per run on stderr, with the first line number (1-based).
 struct InputNotes {
@@ -146,6 +147,7 @@ struct Job {
   const tfmdata::SearchOptions &search() const { return translators[0]->options(); }
   const tfmdata::Tokenizer *tok = nullptr;
   OutputFormat format = OutputFormat::Text;
+  InputFormat inputFormat = InputFormat::Text;
   int nBest = 1;
   bool nBestLines = false;  // "index ||| text ||| score" lines (--n-best, also 1, or --word-scores)
   bool wordScores = false;  // a last field: per-token log-probabilities
@@ -155,6 +157,35 @@ struct Job {
   int64_t outTokens = 0;
   double logProb = 0;  // --score-reference: summed over the references scored
 };
+
+// --input-format pieces|ids: one line of whitespace-separated pieces or ids (line `lineNumber`),
+// already tokenized; BOS, </s> and padding are the model's to add.
+tfmrt::Status readTokens(const tfmdata::Tokenizer &tok, InputFormat format, const std::string &line, int64_t lineNumber,
+                         std::vector<int32_t> &out) {
+  out.clear();
+  std::istringstream words(line);
+  for (std::string word; words >> word;) {
+    int64_t id = -1;
+    if (format == InputFormat::Pieces) {
+      id = tok.pieceId(word);
+      if (id < 0)
+        return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word +
+                                      "' is not a piece of the tokenizer's vocabulary (--input-format pieces)");
+    } else {
+      char *end = nullptr;
+      errno = 0;
+      id = std::strtoll(word.c_str(), &end, 10);
+      if (*end || errno == ERANGE || id < 0 || id >= tok.vocabSize())
+        return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word + "' is not a token id (0 to " +
+                                      std::to_string(tok.vocabSize() - 1) + "; --input-format ids)");
+    }
+    if (id == tok.padId() || id == tok.bosId() || id == tok.eosId())
+      return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word +
+                                    "' is padding, BOS or </s>, which the model adds itself; give content tokens only");
+    out.push_back(int32_t(id));
+  }
+  return tfmrt::Status::OK();
+}
 
 // " ||| " and the log-probabilities, 4 decimals, space-separated (--word-scores).
 std::string wordScoreField(const std::vector<double> &scores) {
@@ -276,7 +307,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   // Line i of a source, prefix or reference file: invalid UTF-8 replaced (noted once), tokenized.
   auto encode = [&](std::string line, size_t i, std::vector<int32_t> &out) {
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
-    return job.tok->encode(line, out);
+    if (job.inputFormat == InputFormat::Text) return job.tok->encode(line, out);
+    return readTokens(*job.tok, job.inputFormat, line, int64_t(first + i) + 1, out);
   };
   for (size_t i = 0; i < sources.size(); ++i) {
     TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
@@ -462,7 +494,7 @@ int translateStream(Job &job, std::FILE *out) {
 int translateCommand(const CommandLine &cl) {
   auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "input", "reference", "data", "split", "src", "tgt",
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
-                             "n-best", "output-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
+                             "n-best", "output-format", "input-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
                              "word-scores", "workers", "alignment", "quiet"});
@@ -532,6 +564,14 @@ int translateCommand(const CommandLine &cl) {
   else if (format == "ids") job.format = OutputFormat::Ids;
   else {
     std::cerr << commandName("translate") << ": error: --output-format must be text, pieces or ids, got '" << format << "'\n";
+    return 2;
+  }
+  const std::string inputFormat = cl.get("input-format", "text");
+  if (inputFormat == "text") job.inputFormat = InputFormat::Text;
+  else if (inputFormat == "pieces") job.inputFormat = InputFormat::Pieces;
+  else if (inputFormat == "ids") job.inputFormat = InputFormat::Ids;
+  else {
+    std::cerr << commandName("translate") << ": error: --input-format must be text, pieces or ids, got '" << inputFormat << "'\n";
     return 2;
   }
   // Options held in an int: a value beyond its range must not wrap into a valid one (--beam

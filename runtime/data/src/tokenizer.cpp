@@ -158,6 +158,12 @@ std::string Tokenizer::pieces(const std::vector<int32_t> &ids) const {
 
 int Tokenizer::vocabSize() const { return sp_->GetPieceSize(); }
 
+int32_t Tokenizer::pieceId(const std::string &piece) const {
+  const int id = sp_->PieceToId(piece);
+  // PieceToId answers unk's id for any unknown piece: only "<unk>" itself is unk.
+  return id == unkId() && piece != sp_->IdToPiece(unkId()) ? -1 : int32_t(id);
+}
+
 std::string Tokenizer::digest() const {
   // The serialized ModelProto's top-level fields, less trainer_spec (2: how it was trained, with
   // the input path spm_train was given) and self_test_data (4): pieces (1), normalizer_spec (3)

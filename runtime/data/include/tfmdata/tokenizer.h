@@ -33,6 +33,8 @@ public:
   tfmrt::Status encode(const std::string &text, std::vector<int32_t> &ids) const;
   std::string decode(const std::vector<int32_t> &ids) const;  // stops at nothing: pass content ids only
   std::string pieces(const std::vector<int32_t> &ids) const;  // the subword pieces, space-separated
+  // The id of one piece (as pieces() writes them), or -1 when the vocabulary has no such piece.
+  int32_t pieceId(const std::string &piece) const;
   int vocabSize() const;
   // 16 hex digits (FNV-1a 64 over every piece and its score): what decides the segmentation, so
   // a copied or renamed file keeps it and a retrained vocabulary changes it. Checkpoints record
