@@ -558,21 +558,17 @@ int translateCommand(const CommandLine &cl) {
   }
   // Options are checked before any work, so a typo does not cost a model load.
   Job job;
-  const std::string format = cl.get("output-format", "text");
-  if (format == "text") job.format = OutputFormat::Text;
-  else if (format == "pieces") job.format = OutputFormat::Pieces;
-  else if (format == "ids") job.format = OutputFormat::Ids;
-  else {
-    std::cerr << commandName("translate") << ": error: --output-format must be text, pieces or ids, got '" << format << "'\n";
-    return 2;
-  }
-  const std::string inputFormat = cl.get("input-format", "text");
-  if (inputFormat == "text") job.inputFormat = InputFormat::Text;
-  else if (inputFormat == "pieces") job.inputFormat = InputFormat::Pieces;
-  else if (inputFormat == "ids") job.inputFormat = InputFormat::Ids;
-  else {
-    std::cerr << commandName("translate") << ": error: --input-format must be text, pieces or ids, got '" << inputFormat << "'\n";
-    return 2;
+  // --output-format and --input-format: text, pieces or ids.
+  for (auto [option, into] : {std::pair<const char *, OutputFormat *>{"output-format", &job.format},
+                              {"input-format", &job.inputFormat}}) {
+    const std::string value = cl.get(option, "text");
+    if (value == "text") *into = OutputFormat::Text;
+    else if (value == "pieces") *into = OutputFormat::Pieces;
+    else if (value == "ids") *into = OutputFormat::Ids;
+    else {
+      std::cerr << commandName("translate") << ": error: --" << option << " must be text, pieces or ids, got '" << value << "'\n";
+      return 2;
+    }
   }
   // Options held in an int: a value beyond its range must not wrap into a valid one (--beam
   // 9999999999999 became 1316134911).
