@@ -466,8 +466,10 @@ bool findEmbeddedArtifact(const std::vector<uint8_t> &file, size_t &offset, size
     const uint64_t sectionHeaders = readU64(file.data() + 0x28);
     const uint64_t entrySize = uint64_t(file[0x3A]) | uint64_t(file[0x3B]) << 8;
     const uint64_t entries = uint64_t(file[0x3C]) | uint64_t(file[0x3D]) << 8;
+    // (No section headers, or extended numbering (e_shnum 0), or an offset past the file: no claim.)
+    if (sectionHeaders == 0 || entries == 0 || sectionHeaders >= file.size()) return false;
     const uint64_t elfEnd = sectionHeaders + entrySize * entries;
-    if (sectionHeaders == 0 || elfEnd >= file.size()) return false;
+    if (elfEnd >= file.size()) return false;
     *damage = std::to_string(file.size() - elfEnd) + " bytes follow the program but end without the model's trailer: "
               "the file was cut short (an incomplete copy?)";
     return true;

@@ -76,6 +76,17 @@ int averageCommand(const CommandLine &cl) {
                   << checkpoints.front() << "'\n";
       return 1;
     }
+    // The same pieces, but other normalisation rules or options (both recorded: since the digest).
+    if (c != checkpoints.front()) {
+      const CheckpointMeta keys = tokenizerKeys(meta);
+      if (keys.count("tokenizer.digest") && tokenizer.count("tokenizer.digest") &&
+          keys.at("tokenizer.digest") != tokenizer.at("tokenizer.digest")) {
+        std::cerr << "tfmc average: error: '" << c << "' was trained with a tokenizer of the same pieces as '"
+                  << checkpoints.front() << "''s but other tokenization settings (digest " << keys.at("tokenizer.digest")
+                  << " vs " << tokenizer.at("tokenizer.digest") << ")\n";
+        return 1;
+      }
+    }
     // The same weights under two names (checkpoint_last beside checkpoint_<its step>) would weigh double.
     // At another step the same weights are possible (a frozen model, skipped steps): said, taken.
     if (const auto [it, fresh] = seen.emplace(weightsFingerprint(*model), std::make_pair(c, step)); !fresh) {

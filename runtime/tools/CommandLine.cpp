@@ -114,9 +114,9 @@ std::vector<CommandSpec> commandSpecs() {
                {"save-dir", Kind::Text, "write checkpoint_last, checkpoint_best (best validation) and checkpoint_<step> here"},
                {"keep-last", Kind::Int, "keep the last N checkpoint_<step> files in --save-dir (default 0: all)"},
                {"patience", Kind::Int, "stop after N validations without a new best (default 0: never)"},
-               {"max-epochs", Kind::Int, "stop at the end of epoch N (with --data; with --steps or max_steps, whichever comes first)"},
+               {"max-epochs", Kind::Int, "stop with the step that completes epoch N (with --data; with --update-freq or ranks that step may reach into the next; with --steps or max_steps, whichever comes first)"},
                {"quiet", Kind::Flag, "print nothing on standard output (errors, warnings and notices still go to standard error)"},
-               {"time-limit", Kind::Text, "stop after the first step that ends past this much training time: 3600, 90s, 45m, 2.5h (with a checkpoint)"},
+               {"time-limit", Kind::Text, "stop after the first step that ends past this much training time in this run: 3600, 90s, 45m, 2.5h (saved as at the end, if --checkpoint or --save-dir)"},
                {"valid-bleu", Kind::Flag, "also score greedy BLEU on the validation split (needs the translate entries)"},
                {"skip-nonfinite", Kind::Flag,
                 "skip (do not apply) a step whose loss or gradient is not finite, counted in the log; "

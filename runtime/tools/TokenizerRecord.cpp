@@ -26,7 +26,7 @@ int checkTokenizer(const char *cmd, const CheckpointMeta &meta, const std::strin
     if (digest == meta.end() || digest->second == tok.digest()) return 0;
     std::cerr << commandName(cmd) << ": error: tokenizer '" << path << "' has the pieces of the one checkpoint '"
               << checkpoint << "' was trained with ('" << get("tokenizer.path")
-              << "'), but other normalisation rules (model digest " << tok.digest() << ", recorded " << digest->second
+              << "'), but other tokenization settings: normalisation rules or options (model digest " << tok.digest() << ", recorded " << digest->second
               << "): a changed or damaged file, which would tokenize text differently\n";
     return 1;
   }

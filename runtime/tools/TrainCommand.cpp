@@ -231,8 +231,8 @@ extern "C" void onStopSignal(int sig) {
   }
   gStopSignalMillis.store(monotonicMillis());
   gStopSignal.store(sig);
-  writeToStderr(sig == SIGINT ? "tfmc train: SIGINT: stopping after this step (again to quit at once)\n"
-                              : "tfmc train: SIGTERM: stopping after this step (again to quit at once)\n");
+  writeToStderr(sig == SIGINT ? "tfmc train: SIGINT: stopping after this step (again, a second later, to quit at once)\n"
+                              : "tfmc train: SIGTERM: stopping after this step (again, a second later, to quit at once)\n");
   errno = saved;
 }
 
@@ -277,7 +277,9 @@ public:
   ~StopSignals() {
     done_ = true;
     if (receiver_.joinable()) receiver_.join();
-    if (armed_) {
+    // After a stop signal the handler stays: a repeat within its second (timeout's second
+    // delivery) would otherwise end the process by the default action while it exits.
+    if (armed_ && gStopSignal.load() == 0) {
       sigaction(SIGINT, &oldInt_, nullptr);
       sigaction(SIGTERM, &oldTerm_, nullptr);
       // SIGPIPE stays ignored: stdio flushes what is left for a closed stdout at exit.
@@ -383,7 +385,9 @@ int trainCommand(const CommandLine &cl) {
   if (auto s = tfmdist::Communicator::create(comm); !s.ok()) return fail("train", s);
   if (cl.has("quiet") || (comm->distributed() && comm->rank() != 0)) {
     // --quiet, or one log: rank 0 prints progress; the others print only their errors (stderr).
-    if (!std::freopen("/dev/null", "w", stdout)) std::cerr << "tfmc train: warning: rank " << comm->rank() << " logs to stdout too\n";
+    if (!std::freopen("/dev/null", "w", stdout))
+      std::cerr << "tfmc train: warning: cannot silence standard output" << (cl.has("quiet") ? "" : " of rank ")
+                << (cl.has("quiet") ? std::string() : std::to_string(comm->rank())) << "\n";
   }
   const int code = trainOnRanks(cl, *comm, stopSignals);
   if (code != 0 && comm->distributed()) comm->abortJob(code);
@@ -769,7 +773,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     const int64_t perEpoch = data.train.batchesPerEpoch();
     const int64_t lastStep = (maxEpochs * perEpoch + batchesPerStep - 1) / batchesPerStep;
     if (lastStep < firstStep) {
-      std::printf("nothing to do: step %lld completed epoch %lld (--max-epochs)\n", (long long)(firstStep - 1),
+      std::printf("nothing to do: step %lld is past the end of epoch %lld (--max-epochs)\n", (long long)(firstStep - 1),
                   (long long)maxEpochs);
       return 0;
     }

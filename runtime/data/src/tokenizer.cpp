@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 #include <unordered_map>
@@ -164,37 +165,66 @@ int32_t Tokenizer::pieceId(const std::string &piece) const {
   return id == unkId() && piece != sp_->IdToPiece(unkId()) ? -1 : int32_t(id);
 }
 
-std::string Tokenizer::digest() const {
-  // The serialized ModelProto's top-level fields, less trainer_spec (2: how it was trained, with
-  // the input path spm_train was given) and self_test_data (4): pieces (1), normalizer_spec (3)
-  // and denormalizer_spec (5) decide the segmentation. Protobuf's wire format, read by hand (the
-  // package ships no generated headers); anything unexpected is hashed whole.
-  const std::string proto = sp_->serialized_model_proto();
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) h = (h ^ uint8_t(proto[i])) * 1099511628211ull;
-  };
-  auto varint = [&](size_t &pos, uint64_t &value) {
+namespace {
+
+// Protobuf's wire format, read by hand (Debian's package ships no generated headers): the fields
+// of the message in bytes [pos, end), each as (field number, its bytes including the key). False
+// when malformed.
+bool forEachField(const std::string &proto, size_t pos, size_t end,
+                  const std::function<void(uint64_t field, size_t begin, size_t valueBegin, size_t end)> &visit) {
+  auto varint = [&](size_t &at, uint64_t &value) {
     value = 0;
-    for (int shift = 0; pos < proto.size() && shift < 64; shift += 7) {
-      const uint8_t byte = uint8_t(proto[pos++]);
+    for (int shift = 0; at < end && shift < 64; shift += 7) {
+      const uint8_t byte = uint8_t(proto[at++]);
       value |= uint64_t(byte & 0x7f) << shift;
       if (!(byte & 0x80)) return true;
     }
     return false;
   };
-  bool parsed = true;
-  for (size_t pos = 0; pos < proto.size() && parsed;) {
+  while (pos < end) {
     const size_t begin = pos;
-    uint64_t key = 0, length = 0;
-    if (!varint(pos, key) || (key & 7) != 2 || !varint(pos, length) || length > proto.size() - pos) {
-      parsed = false;
+    uint64_t key = 0, value = 0;
+    if (!varint(pos, key)) return false;
+    size_t valueBegin = pos;
+    switch (key & 7) {
+    case 0: if (!varint(pos, value)) return false; break;
+    case 1: if (end - pos < 8) return false; pos += 8; break;
+    case 5: if (end - pos < 4) return false; pos += 4; break;
+    case 2:
+      if (!varint(pos, value) || value > end - pos) return false;
+      valueBegin = pos;
+      pos += size_t(value);
       break;
+    default: return false;
     }
-    pos += size_t(length);
-    const uint64_t field = key >> 3;
-    if (field != 2 && field != 4) mix(begin, pos);
+    visit(key >> 3, begin, valueBegin, pos);
   }
+  return true;
+}
+
+}  // namespace
+
+std::string Tokenizer::digest() const {
+  // The serialized ModelProto less what names files: trainer_spec's input (1), model_prefix (2)
+  // and input_format (7), and the normalizer's and denormalizer's normalization_rule_tsv (6); and
+  // less self_test_data (4). Everything else can change the segmentation (pieces, the normaliser
+  // table, options such as byte_fallback or treat_whitespace_as_suffix in trainer_spec), while a
+  // tokenizer retrained elsewhere from the same data stays equal. Malformed: hashed whole.
+  const std::string proto = sp_->serialized_model_proto();
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) h = (h ^ uint8_t(proto[i])) * 1099511628211ull;
+  };
+  bool parsed = forEachField(proto, 0, proto.size(), [&](uint64_t field, size_t begin, size_t valueBegin, size_t end) {
+    if (field == 4) return;
+    if (field != 2 && field != 3 && field != 5) return mix(begin, end);
+    const std::vector<uint64_t> skipped = field == 2 ? std::vector<uint64_t>{1, 2, 7} : std::vector<uint64_t>{6};
+    h = (h ^ field) * 1099511628211ull;  // the field, not its length (which a skipped path changes)
+    if (!forEachField(proto, valueBegin, end, [&](uint64_t sub, size_t b, size_t, size_t e) {
+          if (std::find(skipped.begin(), skipped.end(), sub) == skipped.end()) mix(b, e);
+        }))
+      mix(valueBegin, end);
+  });
   if (!parsed) {
     h = 1469598103934665603ull;
     mix(0, proto.size());

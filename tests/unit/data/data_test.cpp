@@ -10,6 +10,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <sentencepiece_trainer.h>
 
 #include "tfmdata/batcher.h"
 #include "tfmdata/corpus.h"
@@ -160,6 +161,44 @@ TEST(Tokenizer, TrainLoadRoundTrip) {
   }
   s = tfmdata::Tokenizer::load(testing::TempDir() + "/missing.model", loaded);
   EXPECT_FALSE(s.ok());
+}
+
+// The digest checkpoints record covers what segments text (pieces, the normaliser, options) but
+// not the file names a tokenizer was trained from: spm_train on the same text under another
+// path gives another model file but the same digest; a flipped byte of the normaliser table, the
+// same pieces (fingerprint) but another digest.
+TEST(Tokenizer, DigestIgnoresTrainingPathsNotNormalisation) {
+  tfmdata::ParallelCorpus train;
+  ASSERT_TRUE(tfmdata::readParallel(kMulti30k, "train", "de", "en", train).ok());
+  const std::string dir = testing::TempDir();
+  for (const char *name : {"/digest_a.txt", "/digest_b_other_name.txt"}) {
+    std::ofstream out(dir + name);
+    for (size_t i = 0; i < 2000; ++i) out << train.tgt[i] << "\n";
+  }
+  std::string bytes[2];
+  std::unique_ptr<tfmdata::Tokenizer> tok[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string input = dir + (k ? "/digest_b_other_name.txt" : "/digest_a.txt");
+    const std::string prefix = dir + (k ? "/digest_b" : "/digest_a");
+    ASSERT_TRUE(sentencepiece::SentencePieceTrainer::Train("--input=" + input + " --model_prefix=" + prefix +
+                                                           " --vocab_size=200 --pad_id=0 --bos_id=1 --eos_id=2 --unk_id=3 "
+                                                           "--minloglevel=2")
+                    .ok());
+    std::ifstream in(prefix + ".model", std::ios::binary);
+    bytes[k].assign(std::istreambuf_iterator<char>(in), {});
+    ASSERT_TRUE(tfmdata::Tokenizer::load(prefix + ".model", tok[k]).ok());
+  }
+  EXPECT_NE(bytes[0], bytes[1]) << "the model files record their input paths";
+  EXPECT_EQ(tok[0]->fingerprint(), tok[1]->fingerprint());
+  EXPECT_EQ(tok[0]->digest(), tok[1]->digest());
+  // One bit of the normaliser's table (the end of the file) flipped.
+  std::string flipped = bytes[0];
+  flipped[flipped.size() - 1000] ^= 1;
+  std::ofstream(dir + "/digest_flipped.model", std::ios::binary) << flipped;
+  std::unique_ptr<tfmdata::Tokenizer> damaged;
+  ASSERT_TRUE(tfmdata::Tokenizer::load(dir + "/digest_flipped.model", damaged).ok());
+  EXPECT_EQ(damaged->fingerprint(), tok[0]->fingerprint());
+  EXPECT_NE(damaged->digest(), tok[0]->digest());
 }
 
 std::vector<tfmdata::Example> syntheticExamples(int n) {
