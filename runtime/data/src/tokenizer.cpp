@@ -205,11 +205,13 @@ bool forEachField(const std::string &proto, size_t pos, size_t end,
 }  // namespace
 
 std::string Tokenizer::digest() const {
-  // The serialized ModelProto less what names files: trainer_spec's input (1), model_prefix (2)
-  // and input_format (7), and the normalizer's and denormalizer's normalization_rule_tsv (6); and
-  // less self_test_data (4). Everything else can change the segmentation (pieces, the normaliser
-  // table, options such as byte_fallback or treat_whitespace_as_suffix in trainer_spec), while a
-  // tokenizer retrained elsewhere from the same data stays equal. Malformed: hashed whole.
+  // The serialized ModelProto, by what segments text: pieces (1), the normaliser (3) and
+  // denormaliser (5) less normalization_rule_tsv (6: a file name), and of trainer_spec (2) only
+  // the fields encoding reads (model_type 3, treat_whitespace_as_suffix 24,
+  // allow_whitespace_only_pieces 26, byte_fallback 35, the special ids and pieces 40-48 with
+  // unk_surface 44). Its other fields say how it was trained (input files, threads, sample
+  // sizes): a tokenizer retrained elsewhere, or on more threads, to the same model stays equal.
+  // self_test_data (4) is left out. Malformed: hashed whole.
   const std::string proto = sp_->serialized_model_proto();
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](size_t begin, size_t end) {
@@ -218,10 +220,12 @@ std::string Tokenizer::digest() const {
   bool parsed = forEachField(proto, 0, proto.size(), [&](uint64_t field, size_t begin, size_t valueBegin, size_t end) {
     if (field == 4) return;
     if (field != 2 && field != 3 && field != 5) return mix(begin, end);
-    const std::vector<uint64_t> skipped = field == 2 ? std::vector<uint64_t>{1, 2, 7} : std::vector<uint64_t>{6};
-    h = (h ^ field) * 1099511628211ull;  // the field, not its length (which a skipped path changes)
+    static const std::vector<uint64_t> kEncodingOptions = {3, 24, 26, 35, 40, 41, 42, 43, 44, 45, 46, 47, 48};
+    h = (h ^ field) * 1099511628211ull;  // the field, not its length (which what is left out changes)
     if (!forEachField(proto, valueBegin, end, [&](uint64_t sub, size_t b, size_t, size_t e) {
-          if (std::find(skipped.begin(), skipped.end(), sub) == skipped.end()) mix(b, e);
+          const bool kept = field == 2 ? std::find(kEncodingOptions.begin(), kEncodingOptions.end(), sub) != kEncodingOptions.end()
+                                       : sub != 6;
+          if (kept) mix(b, e);
         }))
       mix(valueBegin, end);
   });

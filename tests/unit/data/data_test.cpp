@@ -164,8 +164,8 @@ TEST(Tokenizer, TrainLoadRoundTrip) {
 }
 
 // The digest checkpoints record covers what segments text (pieces, the normaliser, options) but
-// not the file names a tokenizer was trained from: spm_train on the same text under another
-// path gives another model file but the same digest; a flipped byte of the normaliser table, the
+// not how a tokenizer was trained: spm_train on the same text under another path, with an input
+// format given, gives another model file but the same digest; a flipped byte of the normaliser table, the
 // same pieces (fingerprint) but another digest.
 TEST(Tokenizer, DigestIgnoresTrainingPathsNotNormalisation) {
   tfmdata::ParallelCorpus train;
@@ -180,9 +180,10 @@ TEST(Tokenizer, DigestIgnoresTrainingPathsNotNormalisation) {
   for (int k = 0; k < 2; ++k) {
     const std::string input = dir + (k ? "/digest_b_other_name.txt" : "/digest_a.txt");
     const std::string prefix = dir + (k ? "/digest_b" : "/digest_a");
+    // Also a training setting given explicitly (--input_format), not an encoding one.
     ASSERT_TRUE(sentencepiece::SentencePieceTrainer::Train("--input=" + input + " --model_prefix=" + prefix +
                                                            " --vocab_size=200 --pad_id=0 --bos_id=1 --eos_id=2 --unk_id=3 "
-                                                           "--minloglevel=2")
+                                                           "--minloglevel=2" + (k ? " --input_format=text" : ""))
                     .ok());
     std::ifstream in(prefix + ".model", std::ios::binary);
     bytes[k].assign(std::istreambuf_iterator<char>(in), {});
