@@ -41,12 +41,25 @@ struct MergeProjectionsPass : impl::MergeProjectionsBase<MergeProjectionsPass> {
   void runOnOperation() override {
     // (input value, site) -> projections in program order.
     llvm::MapVector<std::pair<Value, Attribute>, SmallVector<Projection>> groups;
+    tfm::MatmulOp unnamed;  // a candidate without a name location
+    bool anyNamed = false;
     getOperation().walk([&](tfm::MatmulOp matmul) {
       auto site = dyn_cast<NameLoc>(matmul.getLoc());
-      if (!site || !site.getName().getValue().ends_with("attn")) return;  // attention only
+      anyNamed |= bool(site);
+      if (!site) {
+        if (!unnamed && matchProjection(matmul)) unnamed = matmul;
+        return;
+      }
+      if (!site.getName().getValue().ends_with("attn")) return;  // attention only
       if (auto p = matchProjection(matmul))
         groups[{matmul.getLhs(), site.getName()}].push_back(*p);
     });
+    // IR printed without locations (tfm-opt's default: --mlir-print-debuginfo keeps them) has no
+    // sites: nothing merged, and it said nothing.
+    if (unnamed && !anyNamed)
+      unnamed->emitWarning() << "tfm-merge-projections: no tfm.matmul carries a name location, and attention "
+                                "sites are found by name: nothing merged (print the IR with --mlir-print-debuginfo; "
+                                "tfm-opt drops locations without it)";
     for (auto &[key, projections] : groups) {
       if (projections.size() < 2) {
         std::string weight = "the projection";

@@ -216,7 +216,7 @@ int benchCommand(const CommandLine &cl) {
   for (const Variant &v : variants) {
     double ms = median(v.millis);
     double rate = flops / (ms / 1e3) / 1e9;
-    std::printf("%-8s %12.2f %12.0f %10.1f %8.1f%% %8.1f%% %16.1f\n",
+    std::printf("%-8s %12.2f %12.0f %10.3g %8.1f%% %8.1f%% %16.3g\n",  // %g: a tiny spec's 0.03 MiB
                 v.label.c_str(), ms, tokens / (ms / 1e3), rate,
                 100.0 * rate / peak, gemmPeak > 0 ? 100.0 * rate / gemmPeak : 0.0,
                 double(v.memory.peakBytes()) / (1 << 20));
@@ -234,7 +234,7 @@ int benchCommand(const CommandLine &cl) {
                 "fusion can beat unfused by more than %.2fx here\n",
                 split.projections / 1e9, gemmPeak, gemmOnlyMs, median(variants[1].millis) / gemmOnlyMs);
   }
-  std::printf("logits max |%s - %s| = %.3g (max |logit| %.3g); %.1f GFLOP per forward "
+  std::printf("logits max |%s - %s| = %.3g (max |logit| %.3g); %.3g GFLOP per forward "
               "(GEMMs + attention, spec/FlopCount.h)\n"
               "peaks: nominal %.0f GFLOP/s (--peak-gflops); measured 2048^3 tfm.matmul (packed) in "
               "this run %.1f GFLOP/s\n",

@@ -95,8 +95,8 @@ commands:
       a weights file and list its tensors.
   average <model.tfmx> <ck1> <ck2> ... -o <out>
       The element-wise mean of the checkpoints' parameters (e.g. the last N of a run), written as a
-      checkpoint for translate --checkpoint or train --resume (optimizer state: the last input's,
-      if the artifact has a train_step entry; otherwise weights only).
+      checkpoint for translate --checkpoint or train --resume (step, records and optimizer state:
+      the latest input's, if the artifact has a train_step entry; otherwise weights only).
 )";
 
 // compile, demo and bench run in the compiler plugin, loaded here: from ../lib next to tfmc's

@@ -285,7 +285,8 @@ Status Model::loadCheckpoint(const std::string &path, int64_t &step, std::map<st
       stateKinds.clear();
     }
     if (expected.size() != stateKinds.size())
-      return refuse(cat("holds ", stateKinds.size(), " optimizer state tensors, this model has ", expected.size()));
+      return refuse(cat("holds ", stateKinds.size(), " optimizer state tensors, this model has ", expected.size(),
+                        stateKinds.empty() ? " (a weights-only file: start a new run from it with --weights)" : ""));
     for (const StateInfo *st : expected) {
       auto it = stateKinds.find(st->name);
       if (it == stateKinds.end()) return refuse(cat("missing optimizer state '", st->name, "'"));

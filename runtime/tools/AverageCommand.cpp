@@ -56,9 +56,20 @@ int averageCommand(const CommandLine &cl) {
   std::string steps;
   CheckpointMeta tokenizer;
   std::map<uint64_t, std::pair<std::string, int64_t>> seen;  // weights fingerprint -> the checkpoint and step
+  // The latest checkpoint (highest step) gives the result its step, optimizer state and records
+  // (training data, batches per step, best validation): a resume is checked as for it. (The last
+  // one listed did: a checkpoint_* glob lists checkpoint_1000 before checkpoint_800.)
+  size_t latest = 0;
+  int64_t latestStep = -1;
+  CheckpointMeta latestMeta;
   for (const std::string &c : checkpoints) {
     CheckpointMeta meta;
     if (auto s = model->loadCheckpoint(c, step, &meta); !s.ok()) return fail("average", s);
+    if (step > latestStep) {
+      latest = size_t(&c - checkpoints.data());
+      latestStep = step;
+      latestMeta = meta;
+    }
     // Checkpoints of different vocabularies cannot be averaged; the result keeps the record.
     if (c == checkpoints.front()) {
       tokenizer = tokenizerKeys(meta);
@@ -114,11 +125,13 @@ int averageCommand(const CommandLine &cl) {
     for (size_t j = 0; j < sums[i].size(); ++j) dst[j] = float(sums[i][j] / double(checkpoints.size()));
     averaged.emplace(a.params[i].name, std::move(t));
   }
-  CheckpointMeta outMeta = tokenizer;
+  CheckpointMeta outMeta = latestMeta;
   outMeta["averaged_steps"] = steps;
-  // The last checkpoint's optimizer state is kept (as other toolkits do), so training can resume.
+  // The latest checkpoint's optimizer state is kept (as other toolkits keep one), so training can resume.
+  if (latest + 1 != checkpoints.size())
+    if (auto s = model->loadCheckpoint(checkpoints[latest], step, nullptr); !s.ok()) return fail("average", s);
   if (auto s = model->setWeights(averaged, /*keepTrainingState=*/true); !s.ok()) return fail("average", s);
-  if (auto s = model->saveCheckpoint(out, step, outMeta); !s.ok()) return fail("average", s);
+  if (auto s = model->saveCheckpoint(out, latestStep, outMeta); !s.ok()) return fail("average", s);
   bool hasTrainingState = false;
   for (const tfmrt::StateInfo &st : a.states) hasTrainingState |= tfmrt::isCheckpointedState(st);
   std::printf("wrote %s: the mean of %zu checkpoint%s (steps %s)%s\n", out.c_str(), checkpoints.size(),

@@ -390,7 +390,11 @@ int trainCommand(const CommandLine &cl) {
                 << (cl.has("quiet") ? std::string() : std::to_string(comm->rank())) << "\n";
   }
   const int code = trainOnRanks(cl, *comm, stopSignals);
-  if (code != 0 && comm->distributed()) comm->abortJob(code);
+  // Stopping by a signal is collective (every rank leaves the same step, after rank 0's
+  // checkpoint): each rank exits 130 / 143 on its own, as one process does. Aborting the job
+  // for it printed MPI_ABORT's banner, exited 1, and could cut rank 0's checkpoint write short.
+  const bool interrupted = code == 128 + SIGINT || code == 128 + SIGTERM;
+  if (code != 0 && !interrupted && comm->distributed()) comm->abortJob(code);
   return code;
 }
 
@@ -920,13 +924,24 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (int code = ranksAgree(comm, "initial weights", weightsFingerprint(*model),
                               "pass the same --seed, --weights or --resume checkpoint to every rank"))
       return code;
-    if (int code = ranksAgree(comm, "training data", dataDigest, sameFiles)) return code;
-    const std::string schedule = std::to_string(firstStep) + "/" + std::to_string(steps) + "/" +
-                                 std::to_string(updateFreq) + "/" + std::to_string(checkWeightsEvery) + "/" +
-                                 std::to_string(checkpointEvery) + "/" + std::to_string(evalEvery);
-    if (int code = ranksAgree(comm, "options", tfmdist::fingerprint(schedule.data(), schedule.size()),
-                              "start every rank with the same options (--steps, --update-freq, --resume, ...)"))
+    if (int code = ranksAgree(comm, "training data", dataDigest,
+                              "give every node a copy of the same corpus and tokenizer, and every rank the same "
+                              "--batch-tokens, --src and --tgt"))
       return code;
+    // One by one, so the error names the option that differs.
+    const std::pair<const char *, std::string> options[] = {
+        {"first step (--first-step, or the --resume checkpoint's)", std::to_string(firstStep)},
+        {"step count (--steps, --max-epochs, or the spec's max_steps)", std::to_string(steps)},
+        {"--update-freq", std::to_string(updateFreq)},
+        {"--check-weights-every", std::to_string(checkWeightsEvery)},
+        {"--checkpoint-every", std::to_string(checkpointEvery)},
+        {"--eval-every", std::to_string(evalEvery)},
+        {"--kernels", rs.kernels},  // other kernels round differently: the ranks' weights drift apart
+    };
+    for (const auto &[option, value] : options)
+      if (int code = ranksAgree(comm, option, tfmdist::fingerprint(value.data(), value.size()),
+                                "start every rank with the same options"))
+        return code;
   }
   if ((firstStep + steps - 1) * updateFreq > INT32_MAX) {
     std::cerr << "tfmc train: error: steps x --update-freq past " << INT32_MAX << " are not supported\n";
@@ -1066,6 +1081,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
       }
     }
     millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (k == 0 && steps > 1 && rs.profile) model->resetProfile();  // as the median: without the first step's set-up
     if (k == 0) firstLoss = loss;
     const double sqNorm = double(outputs[1].data<float>()[0]);
     if (skipped) {
@@ -1178,6 +1194,12 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     if (interrupted) {
       const int sig = stopSignal;
+      // Every rank waits for rank 0's checkpoint: a rank that exits non-zero first makes mpirun
+      // end the others.
+      if (distributed) {
+        double done = 1;
+        if (auto s = comm.allreduceSum(&done, 1); !s.ok()) return fail("train", s);
+      }
       std::printf("interrupted by %s after step %lld: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)step,
                   checkpoint.empty() ? "no --checkpoint or --save-dir, nothing saved"
                                      : ("resume with --resume " + checkpoint).c_str());
@@ -1217,7 +1239,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (!checkpoint.empty() && lastSaved == lastStep)
       if (auto s = model->saveCheckpoint(checkpoint, lastStep, checkpointMeta); !s.ok()) return fail("train", s);
   }
-  if (rs.profile) printProfile(*model, millis.size(), "step");
+  if (rs.profile) printProfile(*model, millis.size() > 1 ? millis.size() - 1 : 1, "step");
   if (leader && !rs.saveWeights.empty()) {
     if (auto s = model->saveWeights(rs.saveWeights); !s.ok()) return fail("train", s);
     std::printf("wrote %s\n", rs.saveWeights.c_str());
@@ -1253,7 +1275,15 @@ int tokenizerCommand(const CommandLine &cl) {
   std::string list = cl.get("langs", "de,en");
   for (size_t start = 0; start <= list.size();) {
     size_t end = std::min(list.find(','), list.size());
+    if (end == start && !list.empty()) {  // "de,,en", ",de" or "de," (an empty item was dropped)
+      std::cerr << "tfmc tokenizer: error: --langs '" << cl.get("langs") << "' has an empty item (a comma list such as de,en)\n";
+      return 2;
+    }
     if (end > start) langs.push_back(list.substr(start, end - start));
+    if (end + 1 == list.size()) {
+      std::cerr << "tfmc tokenizer: error: --langs '" << cl.get("langs") << "' has an empty item (a comma list such as de,en)\n";
+      return 2;
+    }
     list = end < list.size() ? list.substr(end + 1) : "";
     if (list.empty()) break;
   }

@@ -1,5 +1,9 @@
 // RUN: tfm-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(tfm-merge-projections{report=true}))" 2>/dev/null | FileCheck %s
 // RUN: tfm-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(tfm-merge-projections{report=true}))" 2>&1 >/dev/null | FileCheck %s --check-prefix=REPORT
+// IR printed without locations (tfm-opt's default) has no named sites: nothing merges, and the
+// pass says why instead of nothing.
+// RUN: tfm-opt %s -split-input-file | tfm-opt -split-input-file -tfm-merge-projections 2>&1 >/dev/null | FileCheck %s --check-prefix=UNNAMED
+// UNNAMED: warning: tfm-merge-projections: no tfm.matmul carries a name location, and attention sites are found by name: nothing merged (print the IR with --mlir-print-debuginfo; tfm-opt drops locations without it)
 
 // Q, K, V projections of one input in one site: one [24 x 8] GEMM, sliced back.
 // CHECK-LABEL: func.func @self_attention

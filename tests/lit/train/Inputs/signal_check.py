@@ -3,6 +3,7 @@
     signal_check.py INT|TERM -- tfmc train <artifact> [options]
     signal_check.py INT|TERM --runs N -- tfmc train <artifact> [options]
     signal_check.py INT|TERM --twice -- tfmc train <artifact> [options]
+    signal_check.py INT|TERM --all -- ...        (every line the command wrote, not the last two)
 
 Starts the command, waits for its first step line on standard output, sends the signal, and
 prints the exit status and the last lines the command wrote (for FileCheck).
@@ -59,7 +60,7 @@ def main():
     lines += [l.rstrip("\n") for l in proc.stdout]
     proc.wait()
     print(f"exit {proc.returncode}")
-    for line in lines[-2:]:
+    for line in lines if "--all" in sys.argv[:sys.argv.index("--")] else lines[-2:]:
         print(line)
 
 
