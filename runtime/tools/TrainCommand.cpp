@@ -1272,20 +1272,15 @@ int tokenizerCommand(const CommandLine &cl) {
   // Before the training, which takes minutes on a full corpus.
   if (auto s = tfmrt::checkWritable(out, "tokenizer"); !s.ok()) return fail("tokenizer", s);
   std::vector<std::string> sentences, langs;
-  std::string list = cl.get("langs", "de,en");
+  const std::string list = cl.get("langs", "de,en");
   for (size_t start = 0; start <= list.size();) {
-    size_t end = std::min(list.find(','), list.size());
-    if (end == start && !list.empty()) {  // "de,,en", ",de" or "de," (an empty item was dropped)
-      std::cerr << "tfmc tokenizer: error: --langs '" << cl.get("langs") << "' has an empty item (a comma list such as de,en)\n";
+    const size_t end = std::min(list.find(',', start), list.size());
+    if (end == start) {  // "de,,en", ",de" or "de,": an empty item (it was dropped)
+      std::cerr << "tfmc tokenizer: error: --langs '" << list << "' has an empty item (a comma list such as de,en)\n";
       return 2;
     }
-    if (end > start) langs.push_back(list.substr(start, end - start));
-    if (end + 1 == list.size()) {
-      std::cerr << "tfmc tokenizer: error: --langs '" << cl.get("langs") << "' has an empty item (a comma list such as de,en)\n";
-      return 2;
-    }
-    list = end < list.size() ? list.substr(end + 1) : "";
-    if (list.empty()) break;
+    langs.push_back(list.substr(start, end - start));
+    start = end + 1;
   }
   const int64_t vocab = cl.getInt("vocab", 8000);
   // pad, bos, eos and unk take ids 0-3 (SentencePiece's own refusals of 0-4 named its source lines).

@@ -167,6 +167,21 @@ int32_t Tokenizer::pieceId(const std::string &piece) const {
 
 namespace {
 
+// FNV-1a 64 over bytes, as 16 hex digits (fingerprint and digest).
+struct Fnv64 {
+  uint64_t h = 1469598103934665603ull;
+  void mix(const char *bytes, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(bytes[i])) * 1099511628211ull;
+  }
+  void mix(const std::string &bytes) { mix(bytes.data(), bytes.size()); }
+  void mixValue(uint64_t value) { h = (h ^ value) * 1099511628211ull; }
+  std::string hex() const {
+    char out[17];
+    std::snprintf(out, sizeof out, "%016llx", (unsigned long long)h);
+    return out;
+  }
+};
+
 // Protobuf's wire format, read by hand (Debian's package ships no generated headers): the fields
 // of the message in bytes [pos, end), each as (field number, its bytes including the key). False
 // when malformed.
@@ -213,15 +228,13 @@ std::string Tokenizer::digest() const {
   // sizes): a tokenizer retrained elsewhere, or on more threads, to the same model stays equal.
   // self_test_data (4) is left out. Malformed: hashed whole.
   const std::string proto = sp_->serialized_model_proto();
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) h = (h ^ uint8_t(proto[i])) * 1099511628211ull;
-  };
+  Fnv64 hash;
+  auto mix = [&](size_t begin, size_t end) { hash.mix(proto.data() + begin, end - begin); };
   bool parsed = forEachField(proto, 0, proto.size(), [&](uint64_t field, size_t begin, size_t valueBegin, size_t end) {
     if (field == 4) return;
     if (field != 2 && field != 3 && field != 5) return mix(begin, end);
     static const std::vector<uint64_t> kEncodingOptions = {3, 24, 26, 35, 40, 41, 42, 43, 44, 45, 46, 47, 48};
-    h = (h ^ field) * 1099511628211ull;  // the field, not its length (which what is left out changes)
+    hash.mixValue(field);  // the field, not its length (which what is left out changes)
     if (!forEachField(proto, valueBegin, end, [&](uint64_t sub, size_t b, size_t, size_t e) {
           const bool kept = field == 2 ? std::find(kEncodingOptions.begin(), kEncodingOptions.end(), sub) != kEncodingOptions.end()
                                        : sub != 6;
@@ -230,28 +243,21 @@ std::string Tokenizer::digest() const {
       mix(valueBegin, end);
   });
   if (!parsed) {
-    h = 1469598103934665603ull;
+    hash = Fnv64();
     mix(0, proto.size());
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-  return hex;
+  return hash.hex();
 }
 
 std::string Tokenizer::fingerprint() const {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const std::string &bytes) {
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
-  };
+  Fnv64 hash;
   char score[32];
   for (int id = 0; id < vocabSize(); ++id) {
     std::snprintf(score, sizeof score, "\t%.9g\n", double(sp_->GetScore(id)));
-    mix(sp_->IdToPiece(id));
-    mix(score);
+    hash.mix(sp_->IdToPiece(id));
+    hash.mix(score, std::strlen(score));
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-  return hex;
+  return hash.hex();
 }
 
 }  // namespace tfmdata
