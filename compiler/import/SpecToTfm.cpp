@@ -402,14 +402,17 @@ private:
     if (gradients) fn->setAttr("tfm.differentiate", b_.getUnitAttr());
     if (training) {
       const TrainingSection &t = spec_.training;
-      fn->setAttr(kind == Entry::TrainStep ? "tfm.adam" : "tfm.accumulate", b_.getDictionaryAttr({
-                                  b_.getNamedAttr("beta1", b_.getF64FloatAttr(t.adam_beta1)),
-                                  b_.getNamedAttr("beta2", b_.getF64FloatAttr(t.adam_beta2)),
-                                  b_.getNamedAttr("epsilon", b_.getF64FloatAttr(t.adam_eps)),
-                                  b_.getNamedAttr("lr_scale", b_.getF64FloatAttr(t.lr_scale)),
-                                  b_.getNamedAttr("d_model", b_.getI64IntegerAttr(m_.d_model)),
-                                  b_.getNamedAttr("warmup_steps", b_.getI64IntegerAttr(t.warmup_steps)),
-                              }));
+      SmallVector<NamedAttribute> hyper{
+          b_.getNamedAttr("beta1", b_.getF64FloatAttr(t.adam_beta1)),
+          b_.getNamedAttr("beta2", b_.getF64FloatAttr(t.adam_beta2)),
+          b_.getNamedAttr("epsilon", b_.getF64FloatAttr(t.adam_eps)),
+          b_.getNamedAttr("lr_scale", b_.getF64FloatAttr(t.lr_scale)),
+          b_.getNamedAttr("d_model", b_.getI64IntegerAttr(m_.d_model)),
+          b_.getNamedAttr("warmup_steps", b_.getI64IntegerAttr(t.warmup_steps)),
+      };
+      // Only when set: a spec without clipping imports as before.
+      if (t.clip_norm > 0) hyper.push_back(b_.getNamedAttr("clip_norm", b_.getF64FloatAttr(t.clip_norm)));
+      fn->setAttr(kind == Entry::TrainStep ? "tfm.adam" : "tfm.accumulate", b_.getDictionaryAttr(hyper));
       fn.setArgAttr(3, "tfm.name", b_.getStringAttr("step"));
       if (kind == Entry::Accumulate) {
         fn.setArgAttr(4, "tfm.name", b_.getStringAttr("weight"));

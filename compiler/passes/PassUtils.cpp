@@ -37,8 +37,24 @@ FailureOr<Value> buildAdamUpdates(OpBuilder &b, Location loc, DictionaryAttr hyp
     fail() << "tfm.adam needs beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64)";
     return failure();
   }
+  // Gradient clipping (optional clip_norm > 0): the global norm needs every gradient before the
+  // first parameter changes, so it is a pass of its own over the gradients.
+  FloatAttr clipNorm = f64("clip_norm");
+  if (hyper.get("clip_norm") && (!clipNorm || !(clipNorm.getValueAsDouble() >= 0))) {
+    fail() << "tfm.adam's clip_norm must be an f64 >= 0 (0: no clipping)";
+    return failure();
+  }
+  const bool clip = clipNorm && clipNorm.getValueAsDouble() > 0;
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   Value lr = b.create<tfm::LrScheduleOp>(loc, scalar, step, lrScale, dModel, warmup);
+  auto sum = [&](Value total, Value part) {
+    return total ? b.create<tfm::AddOp>(loc, scalar, total, part).getResult() : part;
+  };
+  Value clippedNorm, gradScale;
+  if (clip) {
+    for (const ParamGradient &u : updates) clippedNorm = sum(clippedNorm, b.create<tfm::SumSquaresOp>(loc, scalar, u.grad));
+    if (clippedNorm) gradScale = b.create<tfm::ClipScaleOp>(loc, scalar, clippedNorm, clipNorm);
+  }
   Value sqNorm;
   for (const ParamGradient &u : updates) {
     auto param = u.param.getDefiningOp<tfm::ParamOp>();
@@ -50,9 +66,11 @@ FailureOr<Value> buildAdamUpdates(OpBuilder &b, Location loc, DictionaryAttr hyp
     const std::string name = param.getName().str();
     Value m = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.m/" + name);
     Value v = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.v/" + name);
-    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, u.param, u.grad, lr, step, m, v, beta1, beta2, eps);
-    sqNorm = sqNorm ? b.create<tfm::AddOp>(loc, scalar, sqNorm, sq).getResult() : sq;
+    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, u.param, u.grad, lr, step, m, v, gradScale, beta1,
+                                           beta2, eps);
+    if (!clip) sqNorm = sum(sqNorm, sq);
   }
+  if (clip) sqNorm = clippedNorm;  // the norm before clipping, as without it
   if (!sqNorm) {
     fail() << "no parameter to update";
     return failure();

@@ -24,8 +24,10 @@ bool isWeight(mlir::Value value);
 // One Adam step on each (parameter, gradient) pair at the builder's insertion point: the
 // learning rate of `step` (tfm.lr_schedule), then tfm.adam_update with the moments as session
 // state "adam.m/<param>", "adam.v/<param>" (shared by every entry that trains). `hyper` holds
-// beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64); `fail` reports what is
-// missing. Returns the sum of the squared gradients (for the global gradient norm).
+// beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64), and optionally
+// clip_norm (f64; > 0: every gradient scaled by tfm.clip_scale of their global norm first);
+// `fail` reports what is missing. Returns the sum of the squared gradients, before clipping (for
+// the global gradient norm).
 struct ParamGradient {
   mlir::Value param;  // a tfm.param result
   mlir::Value grad;

@@ -53,6 +53,9 @@ def ApplyAdam : Pass<"tfm-apply-adam", "mlir::ModuleOp"> {
     grad:<param>...) as tfm-autodiff leaves them: computes the learning rate once
     (tfm.lr_schedule), updates every parameter with tfm.adam_update just before the return (after
     every use of the old values), and returns (loss, grad_sq_norm = sum of squared gradients).
+    With clip_norm > 0 in the dictionary, tfm.sum_squares of every gradient and tfm.clip_scale
+    of their sum come first and scale every update (gradient clipping by the global norm);
+    grad_sq_norm is then that sum, before clipping.
   }];
 }
 

@@ -420,6 +420,8 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
       // The learning rate is applied in f32: past 1e30 it is inf times the update.
       floatField("lr_scale", t.lr_scale, Range::Positive, 1e30),
+      // The norm is compared in f32 (0 turns clipping off).
+      floatField("clip_norm", t.clip_norm, Range::NonNegative, 1e30),
       intField("batch_tokens", t.batch_tokens, Range::Positive, false, kMaxTokens),
       intField("max_steps", t.max_steps, Range::Positive, false, INT32_MAX),
       intField("seed", t.seed, Range::NonNegative),

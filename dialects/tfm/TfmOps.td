@@ -549,6 +549,30 @@ def Tfm_LrScheduleOp : Tfm_ExecOp<"lr_schedule", "scalar", [Pure]> {
   let assemblyFormat = "$step attr-dict `:` functional-type(operands, results)";
 }
 
+def Tfm_SumSquaresOp : Tfm_ExecOp<"sum_squares", "scalar", [Pure]> {
+  let summary = "sum(x^2) over every element, as a tensor<f32> (a gradient's part of the global norm)";
+  let description = [{
+    Accumulated in f64, returned in f32. tfm-apply-adam sums these over every gradient when the
+    spec clips gradients (training.clip_norm), before any parameter is updated.
+  }];
+  let arguments = (ins Tfm_F32Tensor:$input);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Tfm_ClipScaleOp : Tfm_ExecOp<"clip_scale", "scalar", [Pure]> {
+  let summary = "Gradient clipping's factor: min(1, max_norm / (sqrt(sq_norm) + 1e-6))";
+  let description = [{
+    sq_norm: tensor<f32>, the squared global gradient norm (summed tfm.sum_squares) -> tensor<f32>,
+    the factor every gradient is multiplied by before the Adam update (PyTorch's
+    clip_grad_norm_, fairseq's and Marian's --clip-norm). A non-finite sq_norm gives a non-finite
+    factor: the step's update is then not finite either, as without clipping.
+  }];
+  let arguments = (ins Tfm_F32<0>:$sq_norm, Tfm_Positive:$max_norm);
+  let results = (outs Tfm_F32Tensor:$result);
+  let assemblyFormat = "$sq_norm attr-dict `:` functional-type(operands, results)";
+}
+
 def Tfm_AdamUpdateOp : Tfm_ExecOp<"adam_update", "adamUpdate", [MemoryEffects<[MemWrite]>]> {
   let summary = "One Adam step on a parameter and its moments, in place; returns sum(grad^2)";
   let description = [{
@@ -560,15 +584,16 @@ def Tfm_AdamUpdateOp : Tfm_ExecOp<"adam_update", "adamUpdate", [MemoryEffects<[M
       param -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + epsilon).
     param, m and v are written in place. The moments are zeros when weights are set and are saved
     and restored with training checkpoints. The parameter is written after every other use of it
-    in the function (the pass puts all updates just before the return). The result, sum(grad^2),
-    gives the global gradient norm.
+    in the function (the pass puts all updates just before the return). With grad_scale
+    (tensor<f32>, tfm.clip_scale's result: gradient clipping) the update uses grad_scale * g for g.
+    The result, sum(grad^2) of the unscaled gradient, gives the global gradient norm.
   }];
   let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32<0>:$lr, Tfm_I32Scalar:$step,
-                       Tfm_F32Tensor:$m, Tfm_F32Tensor:$v,
+                       Tfm_F32Tensor:$m, Tfm_F32Tensor:$v, Optional<Tfm_F32<0>>:$grad_scale,
                        Tfm_Probability:$beta1, Tfm_Probability:$beta2, Tfm_Positive:$epsilon);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
-    $param `,` $grad `,` $lr `,` $step `,` $m `,` $v attr-dict `:` functional-type(operands, results)
+    $param `,` $grad `,` $lr `,` $step `,` $m `,` $v (`scale` $grad_scale^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -52,7 +52,7 @@ const std::vector<FloatField> &floatFields() {
       {"train.dropout", &ModelInfo::dropout, 0, 1},            {"train.attention_dropout", &ModelInfo::attentionDropout, 0, 1},
       {"train.activation_dropout", &ModelInfo::activationDropout, 0, 1},
       {"train.adam_beta1", &ModelInfo::adamBeta1, 0, 1},       {"train.adam_beta2", &ModelInfo::adamBeta2, 0, 1},
-      {"train.adam_eps", &ModelInfo::adamEps, 0, 1e300},
+      {"train.adam_eps", &ModelInfo::adamEps, 0, 1e300},      {"train.clip_norm", &ModelInfo::clipNorm, 0, 1e300},
   };
   return f;
 }

@@ -905,14 +905,18 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     return 0;
   };
+  // The spec's gradient clipping, said where the run starts (the log's grad norm is the norm
+  // before clipping, as fairseq's and Marian's).
+  char clipping[96] = "";
+  if (info.clipNorm > 0) std::snprintf(clipping, sizeof clipping, ", gradients clipped to a norm of %g", info.clipNorm);
   if (corpus)
-    std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld\n", a.modelName.c_str(),
+    std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld%s\n", a.modelName.c_str(),
                 rs.kernels.c_str(), (long long)data.train.batchesPerEpoch(), (long long)firstStep,
-                (long long)(firstStep + steps - 1));
+                (long long)(firstStep + steps - 1), clipping);
   else
-    std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld\n", a.modelName.c_str(),
+    std::printf("training %s (%s kernels) on one batch %s src %s tgt, steps %lld..%lld%s\n", a.modelName.c_str(),
                 rs.kernels.c_str(), shapeString(inputs[0].shape).c_str(), shapeString(inputs[1].shape).c_str(),
-                (long long)firstStep, (long long)(firstStep + steps - 1));
+                (long long)firstStep, (long long)(firstStep + steps - 1), clipping);
   if (updateFreq > 1)
     std::printf("gradient accumulation: %lld batches per step\n", (long long)updateFreq);
   if (distributed) {
@@ -1131,6 +1135,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                                            : 0.0;
       std::string fields;
       char buf[128];
+      if (info.clipNorm > 0 && gradNorm > info.clipNorm) fields += " (clipped)";
       if (corpus) fields += (std::snprintf(buf, sizeof buf, "  epoch %lld", (long long)epoch), buf);
       if (info.scheduleKnown) fields += (std::snprintf(buf, sizeof buf, "  lr %.3e", lr), buf);
       std::printf("step %6lld  loss %.6f  grad norm %.4g%s  %.0f tok/s  elapsed %s  eta %s  %.1f ms\n", (long long)step,

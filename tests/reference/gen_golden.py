@@ -45,6 +45,9 @@ re-derived by hand from the weights file, grad1 and lr1 (m = (1-b1) g, v = (1-b2
 correction, p -= lr1 * mhat / (sqrt(vhat) + eps)) and must match torch's step-1 parameters (see
 hand_adam_step1); loss2 < loss1. The generator exits non-zero if any check fails.
 
+adam-clip file (CLIP_SPECS only, see generate_adam_clip): the same two steps with the gradients
+clipped to a global norm of CLIP_NORM by torch.nn.utils.clip_grad_norm_ before each Adam step.
+
 Run from anywhere: /usr/bin/python3 tests/reference/gen_golden.py
 """
 import copy
@@ -68,6 +71,10 @@ PERTURB = 0.1
 FD_STEP = 1e-6  # central finite-difference step for the gradient self-check (float64 loss)
 FD_RTOL = 1e-6  # required relative agreement autograd vs finite difference
 ADAM_STEPS = 2
+# Gradient clipping (training.clip_norm): the specs that get an adam-clip file, and the max norm,
+# below both steps' norms on the golden batch so that both are clipped.
+CLIP_SPECS = ["tiny"]
+CLIP_NORM = 0.5
 DROPOUT_Z_MAX = 5.0  # allowed |kept fraction - (1 - r)| in binomial standard deviations
 DROPOUT_SCALAR_BITS = 5  # mask bits per site re-derived by the independent scalar implementation
 # Required agreement of the hand-written step-1 Adam update (from the weights and grads files)
@@ -212,11 +219,13 @@ def train_copy(model64, spec, record=False):
     return model, hook
 
 
-def run_adam(model64, batch, spec, tr):
+def run_adam(model64, batch, spec, tr, clip_norm=0.0, norms=None):
     """ADAM_STEPS torch.optim.Adam steps, training mode with deterministic dropout (STEP = t), on
     a deep copy of model64 (left untouched). Returns (params after each step, grads at each step,
     loss before each step, lr of each step, the dropout hook with its log); the dicts are keyed by
-    parameter name and hold float64 tensors."""
+    parameter name and hold float64 tensors. With clip_norm > 0 the gradients are clipped by
+    torch.nn.utils.clip_grad_norm_(max_norm=clip_norm) before each step (the recorded grads are
+    the unclipped ones) and each step's total norm before clipping is appended to `norms`."""
     d_model = spec["model"]["d_model"]
     model, hook = train_copy(model64, spec, record=True)
     named = dict(model.named_parameters())  # tied tables appear once: one parameter, one state
@@ -234,6 +243,8 @@ def run_adam(model64, batch, spec, tr):
             if p.grad is None:  # unused parameter: its gradient is exactly zero
                 p.grad = torch.zeros_like(p)
         grads.append({k: p.grad.detach().clone() for k, p in named.items()})
+        if clip_norm > 0:
+            norms.append(float(torch.nn.utils.clip_grad_norm_(list(named.values()), clip_norm)))
         losses.append(loss.item())
         lr = lr_at(t, d_model, tr)
         for group in opt.param_groups:
@@ -413,6 +424,17 @@ def check_dropout_grads(name, model64, batch, spec, grads1, eval_loss):
     return ok
 
 
+def step_tensors(weights, params, grads):
+    """step1/, step2/ (parameters after each step) and grad1/, grad2/ (gradients at each step)
+    for every parameter of the weights file, as float32."""
+    tensors = {}
+    for k in weights:
+        for t in range(2):
+            tensors[f"step{t + 1}/{k}"] = params[t][k].to(torch.float32).numpy()
+            tensors[f"grad{t + 1}/{k}"] = grads[t][k].to(torch.float32).numpy()
+    return tensors
+
+
 def generate_adam(name, model64, batch, spec, weights, eval_loss, meta, out_dir):
     """Writes <name>.adam.safetensors after its self-checks; returns False if one fails."""
     tr = training_hparams(spec)
@@ -442,12 +464,7 @@ def generate_adam(name, model64, batch, spec, weights, eval_loss, meta, out_dir)
             raise RuntimeError(f"{name}: dropout checks modified {pname} of the golden model")
     ok &= hand_adam_step1(name, os.path.join(out_dir, f"{name}.weights.safetensors"), params[0],
                           grads[0], lr1, tr)
-    tensors = {}
-    for k in weights:
-        tensors[f"step1/{k}"] = params[0][k].to(torch.float32).numpy()
-        tensors[f"step2/{k}"] = params[1][k].to(torch.float32).numpy()
-        tensors[f"grad1/{k}"] = grads[0][k].to(torch.float32).numpy()
-        tensors[f"grad2/{k}"] = grads[1][k].to(torch.float32).numpy()
+    tensors = step_tensors(weights, params, grads)
     for key, val in (("loss1", loss1), ("loss2", loss2), ("eval_loss1", eval_loss),
                      ("lr1", lr1), ("lr2", lr2)):
         tensors[key] = np.asarray(val, dtype=np.float32).reshape(())
@@ -481,6 +498,45 @@ def generate_adam(name, model64, batch, spec, weights, eval_loss, meta, out_dir)
                          b2=repr(float(tr["adam_beta2"])), eps=repr(float(tr["adam_eps"]))))
     safetensors_io.save(os.path.join(out_dir, f"{name}.adam.safetensors"), tensors,
                         metadata=adam_meta)
+    return True
+
+
+def generate_adam_clip(name, model64, batch, spec, weights, meta, out_dir):
+    """Writes <name>.adam-clip.safetensors: the two Adam steps of generate_adam with the
+    gradients clipped to a global norm of CLIP_NORM (torch.nn.utils.clip_grad_norm_), for a spec
+    compiled with training.clip_norm = CLIP_NORM. Keys as the adam file's (step1/, step2/,
+    grad1/, grad2/ with the unclipped gradients, loss1, loss2, lr1, lr2) plus norm1, norm2 (each
+    step's global norm before clipping) and clip_norm. Checks before writing: both norms exceed
+    CLIP_NORM by more than 10 % (every step is clipped) and differ from each other by more than
+    10 % (so step 2, which mixes both scaled gradients, differs from the unclipped run), and the
+    norm of the stored grad1/ equals norm1. Returns False if one fails."""
+    tr = training_hparams(spec)
+    norms = []
+    params, grads, losses, lrs, _ = run_adam(model64, batch, spec, tr, clip_norm=CLIP_NORM, norms=norms)
+    for pname, p in model64.named_parameters():
+        if not np.array_equal(p.detach().numpy(), weights[pname].astype(np.float64)):
+            raise RuntimeError(f"{name}: clipped Adam run modified {pname} of the golden model")
+    n1, n2 = norms
+    g1 = float(np.sqrt(sum(float((grads[0][k].numpy() ** 2).sum()) for k in weights)))
+    ok = n1 > 1.1 * CLIP_NORM and n2 > 1.1 * CLIP_NORM and abs(n1 - n2) > 0.1 * max(n1, n2)
+    ok &= abs(g1 - n1) <= 1e-12 * n1
+    print(f"{name}: clipped adam (max_norm {CLIP_NORM}) norm1 = {n1:.9f}  norm2 = {n2:.9f}  "
+          f"|grad1| = {g1:.9f}  loss1 = {losses[0]:.9f}  loss2 = {losses[1]:.9f}  "
+          f"{'ok' if ok else 'FAIL'}")
+    tensors = step_tensors(weights, params, grads)
+    for key, val in (("loss1", losses[0]), ("loss2", losses[1]), ("lr1", lrs[0]), ("lr2", lrs[1]),
+                     ("norm1", n1), ("norm2", n2), ("clip_norm", CLIP_NORM)):
+        tensors[key] = np.asarray(val, dtype=np.float32).reshape(())
+    if not ok or not all(np.all(np.isfinite(v)) for v in tensors.values()):
+        print(f"{name}: clipped Adam check FAILED, {name}.adam-clip.safetensors not written")
+        return False
+    safetensors_io.save(os.path.join(out_dir, f"{name}.adam-clip.safetensors"), tensors,
+                        metadata=dict(meta, steps=str(ADAM_STEPS), clip_norm=repr(CLIP_NORM),
+                                      norm1=repr(n1), norm2=repr(n2), mode="train",
+                                      clipping="torch.nn.utils.clip_grad_norm_(parameters, "
+                                               "max_norm=clip_norm) after backward, before "
+                                               "torch.optim.Adam.step(); otherwise as the adam "
+                                               "file's formula"))
     return True
 
 
@@ -560,8 +616,10 @@ def generate(spec_rel, out_dir):
 
     # Adam: after every file above is written, on a deep copy, drawing nothing from any RNG.
     ok = print_dropout_crosscheck(spec)
-    return generate_adam(name, model64, batch, spec, weights, loss.item(), grads_meta,
-                         out_dir) and ok
+    ok &= generate_adam(name, model64, batch, spec, weights, loss.item(), grads_meta, out_dir)
+    if name in CLIP_SPECS:
+        ok &= generate_adam_clip(name, model64, batch, spec, weights, grads_meta, out_dir)
+    return ok
 
 
 def main():

@@ -550,6 +550,29 @@ func.func @adam_update_moment_shape(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step
 }
 
 // -----
+func.func @adam_update_scale_rank(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>, %c: tensor<1xf32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
+  // expected-error @+1 {{operand #6 must be rank 0 tensor of 32-bit float values, but got 'tensor<1xf32>'}}
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %m scale %c {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<1xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @clip_scale_max_norm(%n: tensor<f32>) {
+  // expected-error @+1 {{attribute 'max_norm' failed to satisfy constraint: 64-bit float attribute in (0, inf)}}
+  %0 = tfm.clip_scale %n {max_norm = 0.0 : f64} : (tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+func.func @sum_squares_not_f32(%x: tensor<4xi32>) {
+  // expected-error @+1 {{operand #0 must be rank 0..8 tensor of 32-bit float values, but got 'tensor<4xi32>'}}
+  %0 = tfm.sum_squares %x : (tensor<4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
 func.func @lr_schedule_step_rank(%step: tensor<1xi32>) {
   // expected-error @+1 {{operand #0 must be rank 0 tensor of 32-bit signless integer values, but got 'tensor<1xi32>'}}
   %0 = tfm.lr_schedule %step {lr_scale = 1.0 : f64, d_model = 512, warmup_steps = 4000} : (tensor<1xi32>) -> tensor<f32>

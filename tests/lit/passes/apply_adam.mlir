@@ -31,6 +31,44 @@ func.func @train_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: t
 }
 
 // -----
+// clip_norm > 0: the global norm first (tfm.sum_squares of every gradient, summed, before any
+// parameter changes), one tfm.clip_scale of it, and every update scaled by it; grad_sq_norm is
+// the norm before clipping.
+// CHECK-LABEL: func.func @clipped
+// CHECK: %[[G1:.*]] = tfm.weight_grad
+// CHECK: %[[G2:.*]] = tfm.weight_grad
+// CHECK: %[[LR:.*]] = tfm.lr_schedule %arg2
+// CHECK-NOT: tfm.adam_update
+// CHECK: %[[S1:.*]] = tfm.sum_squares %{{.*}} : (tensor<8x8xf32>) -> tensor<f32>
+// CHECK-NEXT: %[[S2:.*]] = tfm.sum_squares %{{.*}} : (tensor<11x8xf32>) -> tensor<f32>
+// CHECK-NEXT: %[[SUM:.*]] = tfm.add %[[S1]], %[[S2]] : tensor<f32>
+// CHECK-NEXT: %[[SCALE:.*]] = tfm.clip_scale %[[SUM]] {max_norm = 2.500000e-01 : f64} : (tensor<f32>) -> tensor<f32>
+// CHECK: tfm.adam_update %{{.*}}, %{{.*}}, %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
+// CHECK: tfm.adam_update %{{.*}}, %{{.*}}, %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
+// CHECK-NEXT: return %{{.*}}, %[[SUM]] : tensor<f32>, tensor<f32>
+func.func @clipped(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.mode = "inference",
+                tfm.adam = {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, lr_scale = 0.5 : f64, d_model = 8 : i64, warmup_steps = 10 : i64, clip_norm = 0.25 : f64}} {
+  %w1 = tfm.param "fc1.weight" : tensor<8x8xf32>
+  %h = tfm.matmul %x, %w1 {transpose_b = true} : (tensor<?x?x8xf32>, tensor<8x8xf32>) -> tensor<?x?x8xf32>
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %h, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+// A clip_norm that is not a number >= 0 is refused.
+// expected-error @+1 {{tfm-apply-adam: 'bad_clip': tfm.adam's clip_norm must be an f64 >= 0 (0: no clipping)}}
+func.func @bad_clip(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32>) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.adam = {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, lr_scale = 0.5 : f64, d_model = 8 : i64, warmup_steps = 10 : i64, clip_norm = -1.0 : f64}} {
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
 // Functions without the dictionary keep their gradients (the `gradients` entry).
 // CHECK-LABEL: func.func @gradients
 // CHECK-NOT: tfm.adam_update

@@ -1,4 +1,4 @@
-// tfm.lr_schedule and tfm.adam_update (tfm-apply-adam's ops), tfm.grad_accumulate. One implementation serves both
+// tfm.lr_schedule, tfm.adam_update, tfm.sum_squares and tfm.clip_scale (tfm-apply-adam's ops), tfm.grad_accumulate. One implementation serves both
 // backends: the update is a single pass over the parameter, vectorised, rows of threads.
 #include <cmath>
 #include <vector>
@@ -61,6 +61,8 @@ public:
     int32_t step;
     TFMRT_RETURN_IF_ERROR(readStep(a.inputs[3], step));
     float *m = a.inputs[4].as<float>(), *v = a.inputs[5].as<float>();
+    // Gradient clipping's factor (tfm.clip_scale), when the op has one: g is read as scale * g.
+    const float scale = a.numInputs > 6 ? a.inputs[6].as<float>()[0] : 1.0f;
     const int64_t n = a.inputs[0].numel();
     // Bias corrections folded into two scalars: p -= lr / c1 * m / (sqrt(v) / sqrt(c2) + eps).
     const double c1 = 1.0 - std::pow(beta1_, step), c2 = 1.0 - std::pow(beta2_, step);
@@ -69,11 +71,11 @@ public:
     double sq = 0.0;
 #pragma omp parallel for simd reduction(+ : sq) if (n >= kParallelMinElements)
     for (int64_t i = 0; i < n; ++i) {
-      const float g = grad[i];
+      const float raw = grad[i], g = scale * raw;
       m[i] = b1 * m[i] + (1.0f - b1) * g;
       v[i] = b2 * v[i] + (1.0f - b2) * g * g;
       param[i] -= stepSize * m[i] / (std::sqrt(v[i]) * invSqrtC2 + eps);
-      sq += double(g) * double(g);
+      sq += double(raw) * double(raw);
     }
     a.outputs[0].as<float>()[0] = float(sq);
     return Status::OK();
@@ -81,6 +83,41 @@ public:
 
 private:
   double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
+};
+
+// tfm.sum_squares: sum(x^2) in f64 (a gradient's share of the global norm, for clipping).
+class SumSquaresKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.sum_squares"; }
+  Status run(const KernelArgs &a) const override {
+    const float *x = a.inputs[0].as<float>();
+    const int64_t n = a.inputs[0].numel();
+    double sq = 0.0;
+#pragma omp parallel for simd reduction(+ : sq) if (n >= kParallelMinElements)
+    for (int64_t i = 0; i < n; ++i) sq += double(x[i]) * double(x[i]);
+    a.outputs[0].as<float>()[0] = float(sq);
+    return Status::OK();
+  }
+};
+
+// tfm.clip_scale: min(1, max_norm / (sqrt(sq_norm) + 1e-6)), as torch.nn.utils.clip_grad_norm_
+// (1.13) computes it. NaN stays NaN (std::min would return 1 for it and hide a diverged step).
+class ClipScaleKernel final : public Kernel {
+public:
+  const char *name() const override { return "reference.clip_scale"; }
+  Status prepare(const KernelPrepareInfo &info) override {
+    maxNorm_ = attrFloat(*info.node, "max_norm");
+    return Status::OK();
+  }
+  Status run(const KernelArgs &a) const override {
+    const double sq = a.inputs[0].as<float>()[0];
+    const double factor = maxNorm_ / (std::sqrt(sq) + 1e-6);
+    a.outputs[0].as<float>()[0] = std::isnan(factor) ? float(factor) : float(factor < 1.0 ? factor : 1.0);
+    return Status::OK();
+  }
+
+private:
+  double maxNorm_ = 1.0;
 };
 
 // tfm.grad_accumulate: accumulator = (reset ? 0 : accumulator) + weight * grad. The accumulator
@@ -116,6 +153,8 @@ void registerReferenceOptimizer(KernelRegistry &r) {
   r.add(referenceKey("tfm.lr_schedule", DType::I32), makeKernel<LrScheduleKernel>);  // keyed by the step
   r.add(referenceKey("tfm.adam_update"), makeKernel<AdamUpdateKernel>);
   r.add(referenceKey("tfm.grad_accumulate"), makeKernel<GradAccumulateKernel>);
+  r.add(referenceKey("tfm.sum_squares"), makeKernel<SumSquaresKernel>);
+  r.add(referenceKey("tfm.clip_scale"), makeKernel<ClipScaleKernel>);
 }
 
 }  // namespace tfmrt
