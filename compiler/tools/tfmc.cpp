@@ -79,7 +79,9 @@ commands:
       --entries=forward,translate,alignment). tfmc translate --help lists every option.
   tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
       Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
-      model specs expect); --vocab must equal the spec's vocabulary sizes.
+      model specs expect); --vocab must equal the spec's vocabulary sizes. With one language
+      (--langs de), that side's vocabulary: train and translate take such a pair as
+      --src-tokenizer and --tgt-tokenizer instead of --tokenizer (separate vocabularies).
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed
       and run the forward pass + loss over a built-in sample batch.

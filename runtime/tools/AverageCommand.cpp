@@ -98,6 +98,20 @@ int averageCommand(const CommandLine &cl) {
         return 1;
       }
     }
+    // Separate vocabularies: the target's record (absent on both for a joint vocabulary) too.
+    if (c != checkpoints.front()) {
+      const CheckpointMeta keys = tokenizerKeys(meta);
+      for (const char *key : {"tgt_tokenizer.fingerprint", "tgt_tokenizer.digest"}) {
+        const auto mine = keys.find(key);
+        const auto first = tokenizer.find(key);
+        if ((mine == keys.end()) != (first == tokenizer.end()) ||
+            (mine != keys.end() && mine->second != first->second)) {
+          std::cerr << "tfmc average: error: '" << c << "' was trained with a different target tokenizer than '"
+                    << checkpoints.front() << "'\n";
+          return 1;
+        }
+      }
+    }
     // The same weights under two names (checkpoint_last beside checkpoint_<its step>) would weigh double.
     // At another step the same weights are possible (a frozen model, skipped steps): said, taken.
     if (const auto [it, fresh] = seen.emplace(weightsFingerprint(*model), std::make_pair(c, step)); !fresh) {

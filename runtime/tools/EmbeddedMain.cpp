@@ -39,7 +39,8 @@ bool carriesArtifact(const std::string &path, std::string &modelName, std::strin
 
 void usage(const char *argv0, const std::string &model, FILE *to) {
   std::fprintf(to,
-               "usage: %s (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model [options]\n\n"
+               "usage: %s (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model [options]\n"
+               "       (--src-tokenizer src.model --tgt-tokenizer tgt.model for separate vocabularies)\n\n"
                "Translates with the compiled model '%s' built into this program: standard input to\n"
                "standard output, one sentence per line, as lines arrive (or --input file | --data <dir>\n"
                "[--split test_2016_flickr] [--src de --tgt en]).\n"

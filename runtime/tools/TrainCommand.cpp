@@ -52,14 +52,14 @@ constexpr const char *kValidationBestKey = "validation_best";
 constexpr const char *kValidationsSinceBestKey = "validations_since_best";
 constexpr const char *kValidationMeasureKey = "validation_measure";
 
-// --data <dir> --src <lang> --tgt <lang> --tokenizer <model>: the corpus as batches.
+// --data <dir> --src <lang> --tgt <lang> --tokenizer <model> (or --src-tokenizer and
+// --tgt-tokenizer): the corpus as batches.
 struct DataSource {
   tfmdata::Batcher train, valid;
   int64_t batchTokens = 0;  // the budget the batches were made with (--batch-tokens or the spec's)
   bool hasValid = false;
-  // For validation BLEU: the tokenizer, the validation sources (subword ids) and references.
-  std::unique_ptr<tfmdata::Tokenizer> tok;
-  std::string tokPath;
+  // The vocabularies; for validation BLEU the validation sources (subword ids) and references.
+  Vocabularies vocab;
   std::vector<std::vector<int32_t>> validSources;
   std::vector<std::string> validReferences;
 };
@@ -84,7 +84,7 @@ tfmrt::Status validationBleu(tfmrt::Model &model, const tfmrt::ModelInfo &info, 
   TFMRT_RETURN_IF_ERROR(translator->translate(sources, out));
   std::vector<std::string> hypotheses(n);
   for (size_t i = 0; i < n; ++i)
-    if (!out[i].empty()) hypotheses[order[i]] = data.tok->decode(out[i][0].tokens);
+    if (!out[i].empty()) hypotheses[order[i]] = data.vocab.tgt->decode(out[i][0].tokens);
   bleu = tfmdata::corpusBleu(hypotheses, data.validReferences).bleu;
   return tfmrt::Status::OK();
 }
@@ -99,23 +99,15 @@ std::string clockTime(double seconds) {
 
 int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) {
   const std::string dir = cl.get("data"), srcLang = cl.get("src", "de"), tgtLang = cl.get("tgt", "en");
-  const std::string tokPath = cl.get("tokenizer");
-  if (tokPath.empty()) {
-    std::cerr << "tfmc train: error: --data needs --tokenizer <model> (make one with tfmc tokenizer)\n";
+  if (!namesVocabularies(cl)) {
+    std::cerr << "tfmc train: error: --data needs --tokenizer <model>, or --src-tokenizer and --tgt-tokenizer (make them "
+                 "with tfmc tokenizer)\n";
     return 2;
   }
-  std::unique_ptr<tfmdata::Tokenizer> &tok = data.tok;
-  data.tokPath = tokPath;
-  if (auto s = tfmdata::Tokenizer::load(tokPath, tok); !s.ok()) return fail("train", s);
+  if (int code = loadVocabularies("train", cl, data.vocab)) return code;
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
-  for (auto [key, size] : {std::pair<const char *, int64_t>{"model.src_vocab_size", info.srcVocabSize},
-                           {"model.tgt_vocab_size", info.tgtVocabSize}})
-    if (size != tok->vocabSize()) {
-      std::cerr << "tfmc train: error: tokenizer '" << tokPath << "' has " << tok->vocabSize() << " pieces but the model's "
-                << key << " is " << size << "\n";
-      return 1;
-    }
+  if (int code = checkVocabularySizes("train", data.vocab, info.srcVocabSize, info.tgtVocabSize)) return code;
   tfmdata::BatcherOptions options;
   options.batchTokens = cl.getInt("batch-tokens", info.batchTokens);
   data.batchTokens = options.batchTokens;
@@ -130,8 +122,8 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
     for (size_t i = 0; i < examples.size(); ++i) {
       for (std::string *line : {&corpus.src[i], &corpus.tgt[i]})
         if (tfmdata::sanitiseUtf8(*line) && invalid++ == 0) firstInvalid = int64_t(i) + 1;
-      if (auto s = tok->encode(corpus.src[i], examples[i].src); !s.ok()) return fail("train", s);
-      if (auto s = tok->encode(corpus.tgt[i], examples[i].tgt); !s.ok()) return fail("train", s);
+      if (auto s = data.vocab.src->encode(corpus.src[i], examples[i].src); !s.ok()) return fail("train", s);
+      if (auto s = data.vocab.tgt->encode(corpus.tgt[i], examples[i].tgt); !s.ok()) return fail("train", s);
     }
     if (invalid)
       std::fprintf(stderr,
@@ -416,7 +408,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   RunSettings rs;
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
-                        "tgt", "tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
+                        "tgt", "tokenizer", "src-tokenizer", "tgt-tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
                         "time-limit", "quiet"}))
     return 2;
   if (cl.positionals.size() != 1) {
@@ -426,6 +418,10 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     return 2;
   }
   const bool corpus = cl.has("data");
+  if (const std::string why = vocabularyOptionsError(cl); !why.empty()) {
+    std::cerr << "tfmc train: error: " << why << "\n";
+    return 2;
+  }
   if (distributed && !corpus) {
     std::cerr << "tfmc train: error: under mpirun every rank trains on its own share of a corpus: pass --data\n";
     return 2;
@@ -548,7 +544,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   }
   // Options of corpus training (after their range checks) were taken and ignored without a corpus.
   if (!corpus)
-    for (const char *flag : {"tokenizer", "batch-tokens", "eval-every", "valid-split", "src", "tgt"})
+    for (const char *flag : {"tokenizer", "src-tokenizer", "tgt-tokenizer", "batch-tokens", "eval-every", "valid-split", "src", "tgt"})
       if (cl.has(flag)) {
         std::cerr << "tfmc train: error: --" << flag << " applies to training on a corpus (--data); drop it or add --data\n";
         return 2;
@@ -558,12 +554,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   // replacing the --weights it started from (read first; run allows it too). Checked before the
   // metrics file is opened, which creates it.
   // The corpus too: every file of --data (--checkpoint data/val.en.gz replaced the references).
-  const std::string artifact = rs.artifactPath, tokenizer = cl.get("tokenizer"), metricsPath = cl.get("metrics");
+  const std::string artifact = rs.artifactPath, tokenizer = cl.get("tokenizer"), srcTokenizer = cl.get("src-tokenizer"),
+                    tgtTokenizer = cl.get("tgt-tokenizer"), metricsPath = cl.get("metrics");
   const std::vector<std::string> corpusFiles = tfmdata::corpusDirectoryFiles(cl.get("data"));
   for (auto [path, what, inputs] :
-       {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, rs.weights, rs.inputs}},
-        {rs.saveWeights, "--save-weights file", {artifact, tokenizer, resume, checkpoint, rs.inputs}},
-        {metricsPath, "--metrics file", {artifact, tokenizer, rs.weights, resume, rs.inputs}}})
+       {std::tuple<std::string, const char *, std::vector<std::string>>{checkpoint, "--checkpoint file", {artifact, tokenizer, srcTokenizer, tgtTokenizer, rs.weights, rs.inputs}},
+        {rs.saveWeights, "--save-weights file", {artifact, tokenizer, srcTokenizer, tgtTokenizer, resume, checkpoint, rs.inputs}},
+        {metricsPath, "--metrics file", {artifact, tokenizer, srcTokenizer, tgtTokenizer, rs.weights, resume, rs.inputs}}})
     if (!path.empty()) {
       inputs.insert(inputs.end(), corpusFiles.begin(), corpusFiles.end());
       if (tfmrt::Status s = tfmrt::refuseOverwriting(path, what, inputs); !s.ok()) {
@@ -718,7 +715,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
       return 2;
     }
     if (corpus)
-      if (int code = checkTokenizer("train", resumed, resume, *data.tok, data.tokPath)) return code;
+      if (int code = checkVocabularies("train", resumed, resume, data.vocab)) return code;
     // The batch order is a function of the global batch (ranks x --update-freq): a resume
     // continues exactly when that is unchanged, however it is split over ranks (re-sharding
     // 2 ranks x 1 into 1 x 2 is deliberate and exact); another global batch is refused.
@@ -803,8 +800,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   CheckpointMeta checkpointMeta{{"artifact", rs.artifactPath}, {kTrainingDataKey, corpus ? "corpus" : "batch"}};
   // Weights from a checkpoint (--weights ck) of a corpus run: the same tokenizer, as for --resume.
   if (corpus && !rs.weightsMeta.empty())
-    if (int code = checkTokenizer("train", rs.weightsMeta, rs.weights, *data.tok, data.tokPath)) return code;
-  if (corpus) recordTokenizer(*data.tok, data.tokPath, checkpointMeta);
+    if (int code = checkVocabularies("train", rs.weightsMeta, rs.weights, data.vocab)) return code;
+  if (corpus) recordVocabularies(data.vocab, checkpointMeta);
   // The best validation so far and the count since it, as checkpoints record them.
   auto recordValidation = [&](double bestScore, int64_t since) {
     char record[32];

@@ -145,7 +145,9 @@ struct Job {
   std::vector<tfmdata::Translator *> translators;
   WorkerPool *pool = nullptr;  // their threads (with more than one)
   const tfmdata::SearchOptions &search() const { return translators[0]->options(); }
-  const tfmdata::Tokenizer *tok = nullptr;
+  // Sources are tokenized with srcTok; outputs, target prefixes and references with tgtTok (the
+  // same model for a joint vocabulary).
+  const tfmdata::Tokenizer *srcTok = nullptr, *tgtTok = nullptr;
   OutputFormat format = OutputFormat::Text;
   InputFormat inputFormat = InputFormat::Text;
   int nBest = 1;
@@ -226,8 +228,8 @@ std::string alignmentField(const Job &job, const std::vector<std::vector<float>>
 
 std::string render(const Job &job, const std::vector<int32_t> &ids) {
   switch (job.format) {
-  case OutputFormat::Text: return job.tok->decode(ids);
-  case OutputFormat::Pieces: return job.tok->pieces(ids);
+  case OutputFormat::Text: return job.tgtTok->decode(ids);
+  case OutputFormat::Pieces: return job.tgtTok->pieces(ids);
   case OutputFormat::Ids: {
     std::string s;
     for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
@@ -305,13 +307,14 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       prefixIds(prefixes ? sources.size() : 0);
   const int64_t maxLen = job.search().maxLen, maxSource = maxLen - 1;  // tokens before </s>
   // Line i of a source, prefix or reference file: invalid UTF-8 replaced (noted once), tokenized.
-  auto encode = [&](std::string line, size_t i, std::vector<int32_t> &out) {
+  // Sources in the source vocabulary, prefixes and references in the target's.
+  auto encode = [&](const tfmdata::Tokenizer &tok, std::string line, size_t i, std::vector<int32_t> &out) {
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
-    if (job.inputFormat == InputFormat::Text) return job.tok->encode(line, out);
-    return readTokens(*job.tok, job.inputFormat, line, int64_t(first + i) + 1, out);
+    if (job.inputFormat == InputFormat::Text) return tok.encode(line, out);
+    return readTokens(tok, job.inputFormat, line, int64_t(first + i) + 1, out);
   };
   for (size_t i = 0; i < sources.size(); ++i) {
-    TFMRT_RETURN_IF_ERROR(encode(sources[i], i, ids[i]));
+    TFMRT_RETURN_IF_ERROR(encode(*job.srcTok, sources[i], i, ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
     // The search's length limit for this sentence, against --min-length.
     const tfmdata::SearchOptions &o = job.search();
@@ -321,8 +324,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
         job.notes.minLength = o.minLength;
       }
     }
-    if (prefixes) TFMRT_RETURN_IF_ERROR(encode((*prefixes)[i], i, prefixIds[i]));
-    if (targets) TFMRT_RETURN_IF_ERROR(encode((*targets)[i], i, targetIds[i]));
+    if (prefixes) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*prefixes)[i], i, prefixIds[i]));
+    if (targets) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*targets)[i], i, targetIds[i]));
   }
   std::vector<size_t> order, empty;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -400,7 +403,7 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
       }
       if (job.alignment != Job::Alignment::None) text += alignmentField(job, out[i][h].alignment, out[i][h].tokens.size());
     }
-    if (best && !out[i].empty()) (*best)[k] = job.tok->decode(out[i][0].tokens);
+    if (best && !out[i].empty()) (*best)[k] = job.tgtTok->decode(out[i][0].tokens);
     if (!out[i].empty()) job.outTokens += int64_t(out[i][0].tokens.size()) + 1;
   }
   if (job.nBestLines)  // one empty hypothesis, scored 0 (nothing was decoded)
@@ -492,7 +495,7 @@ int translateStream(Job &job, std::FILE *out) {
 }  // namespace
 
 int translateCommand(const CommandLine &cl) {
-  auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "input", "reference", "data", "split", "src", "tgt",
+  auto unknown = cl.unknown({"weights", "checkpoint", "tokenizer", "src-tokenizer", "tgt-tokenizer", "input", "reference", "data", "split", "src", "tgt",
                              "beam", "batch", "output", "max-sentences", "kernels", "threads", "length-penalty",
                              "n-best", "output-format", "input-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
@@ -503,8 +506,10 @@ int translateCommand(const CommandLine &cl) {
     return 2;
   }
   // What is missing or conflicting first, then the usage line (it alone left users guessing).
+  const std::string vocabularyError = vocabularyOptionsError(cl);
   const char *why = cl.positionals.empty()                     ? "no artifact given"
-                    : cl.get("tokenizer").empty()              ? "--tokenizer is missing"
+                    : !namesVocabularies(cl)                   ? "--tokenizer is missing (or --src-tokenizer and --tgt-tokenizer)"
+                    : !vocabularyError.empty()                 ? vocabularyError.c_str()
                     : cl.has("weights") && cl.has("checkpoint") ? "give --weights or --checkpoint, not both"
                     : !cl.has("weights") && !cl.has("checkpoint") ? "the weights are missing: give --weights or --checkpoint"
                     : cl.has("input") && cl.has("data")          ? "give --input or --data, not both"
@@ -626,7 +631,8 @@ int translateCommand(const CommandLine &cl) {
     std::vector<std::string> inputs = cl.positionals;
     for (const char *flag : {"weights", "checkpoint"})
       for (const std::string &path : cl.getAll(flag)) inputs.push_back(path);
-    for (const char *flag : {"tokenizer", "input", "reference", "target-prefix"}) inputs.push_back(cl.get(flag));
+    for (const char *flag : {"tokenizer", "src-tokenizer", "tgt-tokenizer", "input", "reference", "target-prefix"})
+      inputs.push_back(cl.get(flag));
     if (cl.get("input") == "-") inputs.push_back("/dev/stdin");  // --input - < X --output X
     // --data's files: its sources and references (--output data/test_2016_flickr.en.gz replaced them).
     for (const std::string &path : tfmdata::corpusDirectoryFiles(cl.get("data"))) inputs.push_back(path);
@@ -762,13 +768,13 @@ int translateCommand(const CommandLine &cl) {
     return steps;
   };
 
-  std::unique_ptr<tfmdata::Tokenizer> tok;
-  if (auto s = tfmdata::Tokenizer::load(cl.get("tokenizer"), tok); !s.ok()) return fail("translate", s);
+  Vocabularies vocab;
+  if (int code = loadVocabularies("translate", cl, vocab)) return code;
   for (size_t i = 0; i < members; ++i) {
     if (!fromCheckpoints) {
       CheckpointMeta meta;  // a checkpoint given as --weights records its tokenizer too
       if (auto s = models[i]->loadWeights(weightFiles[i], &meta); !s.ok()) return fail("translate", s);
-      if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
+      if (int code = checkVocabularies("translate", meta, weightFiles[i], vocab)) return code;
       continue;
     }
     int64_t step = 0;
@@ -776,7 +782,7 @@ int translateCommand(const CommandLine &cl) {
     // The weights only: translation never holds the Adam moments (2 x the weights).
     if (auto s = models[i]->loadCheckpoint(weightFiles[i], step, &meta, /*withTrainingState=*/false); !s.ok())
       return fail("translate", s);
-    if (int code = checkTokenizer("translate", meta, weightFiles[i], *tok, cl.get("tokenizer"))) return code;
+    if (int code = checkVocabularies("translate", meta, weightFiles[i], vocab)) return code;
     if (!quiet) std::fprintf(stderr, "weights from %s (after step %lld)\n", weightFiles[i].c_str(), (long long)step);
   }
   if (members > 1 && !quiet) {
@@ -785,12 +791,9 @@ int translateCommand(const CommandLine &cl) {
       std::fprintf(stderr, " %.3g", ensembleWeights.empty() ? 1.0 / double(members) : ensembleWeights[i]);
     std::fprintf(stderr, "%s\n", ensembleWeights.empty() ? " (equal)" : " (normalised to sum 1 in the search)");
   }
-  if (info.srcVocabSize != tok->vocabSize()) {
-    std::cerr << commandName("translate") << ": error: tokenizer has " << tok->vocabSize() << " pieces, the model's vocabulary "
-              << info.srcVocabSize << "\n";
-    return 1;
-  }
-  job.tok = tok.get();
+  if (int code = checkVocabularySizes("translate", vocab, info.srcVocabSize, info.tgtVocabSize)) return code;
+  job.srcTok = vocab.src.get();
+  job.tgtTok = vocab.tgt;
 
   // Work counts, times and the kernel profile (--profile): on the report's stream, never among
   // translations on standard output.
