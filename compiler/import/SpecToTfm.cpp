@@ -412,6 +412,7 @@ private:
       };
       // Only when set: a spec without clipping imports as before.
       if (t.clip_norm > 0) hyper.push_back(b_.getNamedAttr("clip_norm", b_.getF64FloatAttr(t.clip_norm)));
+      if (t.weight_decay > 0) hyper.push_back(b_.getNamedAttr("weight_decay", b_.getF64FloatAttr(t.weight_decay)));
       fn->setAttr(kind == Entry::TrainStep ? "tfm.adam" : "tfm.accumulate", b_.getDictionaryAttr(hyper));
       fn.setArgAttr(3, "tfm.name", b_.getStringAttr("step"));
       if (kind == Entry::Accumulate) {

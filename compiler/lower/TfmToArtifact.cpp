@@ -289,6 +289,7 @@ void recordSpec(const ModelSpec &spec, tfmrt::Artifact &artifact) {
   info.adamBeta2 = spec.training.adam_beta2;
   info.adamEps = spec.training.adam_eps;
   info.clipNorm = spec.training.clip_norm;
+  info.weightDecay = spec.training.weight_decay;
   info.beamSize = spec.decoding.beam_size;
   info.lengthPenalty = spec.decoding.length_penalty;
   info.maxLengthRatio = spec.decoding.max_length_ratio;

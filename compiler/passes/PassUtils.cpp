@@ -45,6 +45,13 @@ FailureOr<Value> buildAdamUpdates(OpBuilder &b, Location loc, DictionaryAttr hyp
     return failure();
   }
   const bool clip = clipNorm && clipNorm.getValueAsDouble() > 0;
+  // Decoupled weight decay (optional weight_decay in [0, 1)): an attribute of every update.
+  FloatAttr weightDecay = f64("weight_decay");
+  if (hyper.get("weight_decay") &&
+      (!weightDecay || !(weightDecay.getValueAsDouble() >= 0 && weightDecay.getValueAsDouble() < 1))) {
+    fail() << "tfm.adam's weight_decay must be an f64 in [0, 1) (0: none)";
+    return failure();
+  }
   auto scalar = RankedTensorType::get({}, b.getF32Type());
   Value lr = b.create<tfm::LrScheduleOp>(loc, scalar, step, lrScale, dModel, warmup);
   auto sum = [&](Value total, Value part) {
@@ -66,8 +73,10 @@ FailureOr<Value> buildAdamUpdates(OpBuilder &b, Location loc, DictionaryAttr hyp
     const std::string name = param.getName().str();
     Value m = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.m/" + name);
     Value v = b.create<tfm::StateOp>(param.getLoc(), param.getType(), "adam.v/" + name);
-    Value sq = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, u.param, u.grad, lr, step, m, v, gradScale, beta1,
-                                           beta2, eps);
+    auto update = b.create<tfm::AdamUpdateOp>(param.getLoc(), scalar, u.param, u.grad, lr, step, m, v, gradScale, beta1,
+                                              beta2, eps, FloatAttr());
+    if (weightDecay && weightDecay.getValueAsDouble() > 0) update.setWeightDecayAttr(weightDecay);
+    Value sq = update.getResult();
     if (!clip) sqNorm = sum(sqNorm, sq);
   }
   if (clip) sqNorm = clippedNorm;  // the norm before clipping, as without it

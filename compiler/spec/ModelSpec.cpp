@@ -422,6 +422,7 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       floatField("lr_scale", t.lr_scale, Range::Positive, 1e30),
       // The norm is compared in f32 (0 turns clipping off).
       floatField("clip_norm", t.clip_norm, Range::NonNegative, 1e30),
+      floatField("weight_decay", t.weight_decay, Range::Probability),
       intField("batch_tokens", t.batch_tokens, Range::Positive, false, kMaxTokens),
       intField("max_steps", t.max_steps, Range::Positive, false, INT32_MAX),
       intField("seed", t.seed, Range::NonNegative),

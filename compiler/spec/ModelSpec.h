@@ -59,6 +59,7 @@ struct TrainingSection {
   int64_t warmup_steps = 4000;
   double lr_scale = 1.0;  // lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
   double clip_norm = 0.0;  // > 0: gradients scaled to a global L2 norm of at most this (0: off)
+  double weight_decay = 0.0;  // decoupled (AdamW): p *= 1 - lr * weight_decay every step
   int64_t batch_tokens = 4096;
   int64_t max_steps = 100000;
   int64_t seed = 1;

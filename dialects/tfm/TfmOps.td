@@ -586,11 +586,14 @@ def Tfm_AdamUpdateOp : Tfm_ExecOp<"adam_update", "adamUpdate", [MemoryEffects<[M
     and restored with training checkpoints. The parameter is written after every other use of it
     in the function (the pass puts all updates just before the return). With grad_scale
     (tensor<f32>, tfm.clip_scale's result: gradient clipping) the update uses grad_scale * g for g.
-    The result, sum(grad^2) of the unscaled gradient, gives the global gradient norm.
+    With weight_decay (decoupled, as torch.optim.AdamW and fairseq's Adam) the parameter is
+    first multiplied by 1 - lr * weight_decay. The result, sum(grad^2) of the unscaled gradient,
+    gives the global gradient norm.
   }];
   let arguments = (ins Tfm_F32Tensor:$param, Tfm_F32Tensor:$grad, Tfm_F32<0>:$lr, Tfm_I32Scalar:$step,
                        Tfm_F32Tensor:$m, Tfm_F32Tensor:$v, Optional<Tfm_F32<0>>:$grad_scale,
-                       Tfm_Probability:$beta1, Tfm_Probability:$beta2, Tfm_Positive:$epsilon);
+                       Tfm_Probability:$beta1, Tfm_Probability:$beta2, Tfm_Positive:$epsilon,
+                       DefaultValuedAttr<Tfm_Probability, "0.0">:$weight_decay);
   let results = (outs Tfm_F32Tensor:$result);
   let assemblyFormat = [{
     $param `,` $grad `,` $lr `,` $step `,` $m `,` $v (`scale` $grad_scale^)? attr-dict `:` functional-type(operands, results)

@@ -53,6 +53,7 @@ const std::vector<FloatField> &floatFields() {
       {"train.activation_dropout", &ModelInfo::activationDropout, 0, 1},
       {"train.adam_beta1", &ModelInfo::adamBeta1, 0, 1},       {"train.adam_beta2", &ModelInfo::adamBeta2, 0, 1},
       {"train.adam_eps", &ModelInfo::adamEps, 0, 1e300},      {"train.clip_norm", &ModelInfo::clipNorm, 0, 1e300},
+      {"train.weight_decay", &ModelInfo::weightDecay, 0, 1},
   };
   return f;
 }

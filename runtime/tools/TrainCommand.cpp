@@ -902,10 +902,13 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     return 0;
   };
-  // The spec's gradient clipping, said where the run starts (the log's grad norm is the norm
-  // before clipping, as fairseq's and Marian's).
-  char clipping[96] = "";
+  // The spec's gradient clipping and weight decay, said where the run starts (the log's grad norm
+  // is the norm before clipping, as fairseq's and Marian's).
+  char clipping[160] = "";
   if (info.clipNorm > 0) std::snprintf(clipping, sizeof clipping, ", gradients clipped to a norm of %g", info.clipNorm);
+  if (info.weightDecay > 0)
+    std::snprintf(clipping + std::strlen(clipping), sizeof clipping - std::strlen(clipping), ", weight decay %g",
+                  info.weightDecay);
   if (corpus)
     std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld%s\n", a.modelName.c_str(),
                 rs.kernels.c_str(), (long long)data.train.batchesPerEpoch(), (long long)firstStep,

@@ -45,8 +45,9 @@ re-derived by hand from the weights file, grad1 and lr1 (m = (1-b1) g, v = (1-b2
 correction, p -= lr1 * mhat / (sqrt(vhat) + eps)) and must match torch's step-1 parameters (see
 hand_adam_step1); loss2 < loss1. The generator exits non-zero if any check fails.
 
-adam-clip file (CLIP_SPECS only, see generate_adam_clip): the same two steps with the gradients
-clipped to a global norm of CLIP_NORM by torch.nn.utils.clip_grad_norm_ before each Adam step.
+adam-clip and adam-adamw files (VARIANT_SPECS only, see generate_adam_variant): the same two
+steps with the gradients clipped to a global norm of CLIP_NORM by torch.nn.utils.clip_grad_norm_
+before each Adam step, and with torch.optim.AdamW(weight_decay=WEIGHT_DECAY).
 
 Run from anywhere: /usr/bin/python3 tests/reference/gen_golden.py
 """
@@ -71,10 +72,12 @@ PERTURB = 0.1
 FD_STEP = 1e-6  # central finite-difference step for the gradient self-check (float64 loss)
 FD_RTOL = 1e-6  # required relative agreement autograd vs finite difference
 ADAM_STEPS = 2
-# Gradient clipping (training.clip_norm): the specs that get an adam-clip file, and the max norm,
-# below both steps' norms on the golden batch so that both are clipped.
-CLIP_SPECS = ["tiny"]
+# Optimizer variants: the specs that get adam-clip and adam-adamw files; gradient clipping's max
+# norm (training.clip_norm), below both steps' norms on the golden batch so that both are
+# clipped, and AdamW's weight decay (training.weight_decay).
+VARIANT_SPECS = ["tiny"]
 CLIP_NORM = 0.5
+WEIGHT_DECAY = 0.1
 DROPOUT_Z_MAX = 5.0  # allowed |kept fraction - (1 - r)| in binomial standard deviations
 DROPOUT_SCALAR_BITS = 5  # mask bits per site re-derived by the independent scalar implementation
 # Required agreement of the hand-written step-1 Adam update (from the weights and grads files)
@@ -219,20 +222,22 @@ def train_copy(model64, spec, record=False):
     return model, hook
 
 
-def run_adam(model64, batch, spec, tr, clip_norm=0.0, norms=None):
+def run_adam(model64, batch, spec, tr, clip_norm=0.0, norms=None, weight_decay=0.0):
     """ADAM_STEPS torch.optim.Adam steps, training mode with deterministic dropout (STEP = t), on
     a deep copy of model64 (left untouched). Returns (params after each step, grads at each step,
     loss before each step, lr of each step, the dropout hook with its log); the dicts are keyed by
     parameter name and hold float64 tensors. With clip_norm > 0 the gradients are clipped by
     torch.nn.utils.clip_grad_norm_(max_norm=clip_norm) before each step (the recorded grads are
-    the unclipped ones) and each step's total norm before clipping is appended to `norms`."""
+    the unclipped ones) and each step's total norm before clipping is appended to `norms`. With
+    weight_decay > 0 the optimizer is torch.optim.AdamW (decoupled decay, the same lr) instead."""
     d_model = spec["model"]["d_model"]
     model, hook = train_copy(model64, spec, record=True)
     named = dict(model.named_parameters())  # tied tables appear once: one parameter, one state
-    opt = torch.optim.Adam(model.parameters(), lr=lr_at(1, d_model, tr),
-                           betas=(float(tr["adam_beta1"]), float(tr["adam_beta2"])),
-                           eps=float(tr["adam_eps"]), weight_decay=0, amsgrad=False,
-                           foreach=False, maximize=False)
+    kind = torch.optim.AdamW if weight_decay > 0 else torch.optim.Adam
+    opt = kind(model.parameters(), lr=lr_at(1, d_model, tr),
+               betas=(float(tr["adam_beta1"]), float(tr["adam_beta2"])),
+               eps=float(tr["adam_eps"]), weight_decay=weight_decay, amsgrad=False,
+               foreach=False, maximize=False)
     params, grads, losses, lrs = [], [], [], []
     for t in range(1, ADAM_STEPS + 1):
         hook.step = t
@@ -501,42 +506,53 @@ def generate_adam(name, model64, batch, spec, weights, eval_loss, meta, out_dir)
     return True
 
 
-def generate_adam_clip(name, model64, batch, spec, weights, meta, out_dir):
-    """Writes <name>.adam-clip.safetensors: the two Adam steps of generate_adam with the
-    gradients clipped to a global norm of CLIP_NORM (torch.nn.utils.clip_grad_norm_), for a spec
-    compiled with training.clip_norm = CLIP_NORM. Keys as the adam file's (step1/, step2/,
-    grad1/, grad2/ with the unclipped gradients, loss1, loss2, lr1, lr2) plus norm1, norm2 (each
-    step's global norm before clipping) and clip_norm. Checks before writing: both norms exceed
-    CLIP_NORM by more than 10 % (every step is clipped) and differ from each other by more than
-    10 % (so step 2, which mixes both scaled gradients, differs from the unclipped run), and the
-    norm of the stored grad1/ equals norm1. Returns False if one fails."""
+def generate_adam_variant(name, model64, batch, spec, weights, meta, out_dir, variant):
+    """Writes <name>.adam-<variant>.safetensors: the two Adam steps of generate_adam with
+      clip:  the gradients clipped to a global norm of CLIP_NORM (torch.nn.utils.clip_grad_norm_
+             before each step), for a spec with training.clip_norm = CLIP_NORM;
+      adamw: torch.optim.AdamW with weight_decay = WEIGHT_DECAY (decoupled: p *= 1 - lr * wd, then
+             the Adam step), for a spec with training.weight_decay = WEIGHT_DECAY.
+    Keys as the adam file's (step1/, step2/, grad1/, grad2/ with the unclipped gradients, loss1,
+    loss2, lr1, lr2) plus norm1, norm2 (each step's global gradient norm) and the variant's
+    setting (clip_norm or weight_decay). Checks before writing (clip): both norms exceed CLIP_NORM
+    by more than 10 % (every step is clipped) and differ from each other by more than 10 % (so
+    step 2, which mixes both scaled gradients, differs from the unclipped run); always: the norm of
+    the stored grad1/ equals norm1. Returns False if one fails."""
     tr = training_hparams(spec)
     norms = []
-    params, grads, losses, lrs, _ = run_adam(model64, batch, spec, tr, clip_norm=CLIP_NORM, norms=norms)
+    clip = CLIP_NORM if variant == "clip" else 0.0
+    decay = WEIGHT_DECAY if variant == "adamw" else 0.0
+    params, grads, losses, lrs, _ = run_adam(model64, batch, spec, tr, clip_norm=clip, norms=norms,
+                                             weight_decay=decay)
     for pname, p in model64.named_parameters():
         if not np.array_equal(p.detach().numpy(), weights[pname].astype(np.float64)):
-            raise RuntimeError(f"{name}: clipped Adam run modified {pname} of the golden model")
+            raise RuntimeError(f"{name}: the {variant} Adam run modified {pname} of the golden model")
+    norms = norms or [float(np.sqrt(sum(float((g[k].numpy() ** 2).sum()) for k in weights)))
+                      for g in grads]
     n1, n2 = norms
     g1 = float(np.sqrt(sum(float((grads[0][k].numpy() ** 2).sum()) for k in weights)))
-    ok = n1 > 1.1 * CLIP_NORM and n2 > 1.1 * CLIP_NORM and abs(n1 - n2) > 0.1 * max(n1, n2)
-    ok &= abs(g1 - n1) <= 1e-12 * n1
-    print(f"{name}: clipped adam (max_norm {CLIP_NORM}) norm1 = {n1:.9f}  norm2 = {n2:.9f}  "
+    ok = abs(g1 - n1) <= 1e-12 * n1
+    if variant == "clip":
+        ok &= n1 > 1.1 * CLIP_NORM and n2 > 1.1 * CLIP_NORM and abs(n1 - n2) > 0.1 * max(n1, n2)
+    setting = ("clip_norm", CLIP_NORM) if variant == "clip" else ("weight_decay", WEIGHT_DECAY)
+    print(f"{name}: {variant} adam ({setting[0]} {setting[1]}) norm1 = {n1:.9f}  norm2 = {n2:.9f}  "
           f"|grad1| = {g1:.9f}  loss1 = {losses[0]:.9f}  loss2 = {losses[1]:.9f}  "
           f"{'ok' if ok else 'FAIL'}")
     tensors = step_tensors(weights, params, grads)
     for key, val in (("loss1", losses[0]), ("loss2", losses[1]), ("lr1", lrs[0]), ("lr2", lrs[1]),
-                     ("norm1", n1), ("norm2", n2), ("clip_norm", CLIP_NORM)):
+                     ("norm1", n1), ("norm2", n2), setting):
         tensors[key] = np.asarray(val, dtype=np.float32).reshape(())
+    out = f"{name}.adam-{variant}.safetensors"
     if not ok or not all(np.all(np.isfinite(v)) for v in tensors.values()):
-        print(f"{name}: clipped Adam check FAILED, {name}.adam-clip.safetensors not written")
+        print(f"{name}: {variant} Adam check FAILED, {out} not written")
         return False
-    safetensors_io.save(os.path.join(out_dir, f"{name}.adam-clip.safetensors"), tensors,
-                        metadata=dict(meta, steps=str(ADAM_STEPS), clip_norm=repr(CLIP_NORM),
-                                      norm1=repr(n1), norm2=repr(n2), mode="train",
-                                      clipping="torch.nn.utils.clip_grad_norm_(parameters, "
-                                               "max_norm=clip_norm) after backward, before "
-                                               "torch.optim.Adam.step(); otherwise as the adam "
-                                               "file's formula"))
+    how = ("torch.nn.utils.clip_grad_norm_(parameters, max_norm=clip_norm) after backward, before "
+           "torch.optim.Adam.step()" if variant == "clip" else
+           "torch.optim.AdamW(weight_decay=weight_decay) instead of torch.optim.Adam")
+    safetensors_io.save(os.path.join(out_dir, out), tensors,
+                        metadata=dict(meta, steps=str(ADAM_STEPS), norm1=repr(n1), norm2=repr(n2),
+                                      mode="train", **{setting[0]: repr(setting[1]), "variant": how
+                                                       + "; otherwise as the adam file's formula"}))
     return True
 
 
@@ -617,8 +633,9 @@ def generate(spec_rel, out_dir):
     # Adam: after every file above is written, on a deep copy, drawing nothing from any RNG.
     ok = print_dropout_crosscheck(spec)
     ok &= generate_adam(name, model64, batch, spec, weights, loss.item(), grads_meta, out_dir)
-    if name in CLIP_SPECS:
-        ok &= generate_adam_clip(name, model64, batch, spec, weights, grads_meta, out_dir)
+    if name in VARIANT_SPECS:
+        for variant in ("clip", "adamw"):
+            ok &= generate_adam_variant(name, model64, batch, spec, weights, grads_meta, out_dir, variant)
     return ok
 
 

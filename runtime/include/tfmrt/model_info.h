@@ -32,7 +32,8 @@ struct ModelInfo {
   // Recorded under "train." (not fingerprinted either: weights stay loadable for translation).
   double dropout = 0.1, attentionDropout = 0, activationDropout = 0;
   double adamBeta1 = 0.9, adamBeta2 = 0.98, adamEps = 1e-9;
-  double clipNorm = 0;  // gradient clipping by the global norm (0: off)
+  double clipNorm = 0;     // gradient clipping by the global norm (0: off)
+  double weightDecay = 0;  // decoupled weight decay (0: none)
   // decoding
   int64_t beamSize = 4;
   double lengthPenalty = 0.6, maxLengthRatio = 1.5;

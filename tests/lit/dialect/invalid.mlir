@@ -559,6 +559,15 @@ func.func @adam_update_scale_rank(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: 
 }
 
 // -----
+func.func @adam_update_weight_decay(%g: tensor<4x3xf32>, %lr: tensor<f32>, %step: tensor<i32>) {
+  %w = tfm.param "w" : tensor<4x3xf32>
+  %m = tfm.state "adam.m/w" : tensor<4x3xf32>
+  // expected-error @+1 {{attribute 'weight_decay' failed to satisfy constraint: 64-bit float attribute in [0, 1)}}
+  %0 = tfm.adam_update %w, %g, %lr, %step, %m, %m {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, weight_decay = 2.0 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  return
+}
+
+// -----
 func.func @clip_scale_max_norm(%n: tensor<f32>) {
   // expected-error @+1 {{attribute 'max_norm' failed to satisfy constraint: 64-bit float attribute in (0, inf)}}
   %0 = tfm.clip_scale %n {max_norm = 0.0 : f64} : (tensor<f32>) -> tensor<f32>

@@ -111,7 +111,11 @@ func.func @optimizer(%step: tensor<i32>, %g: tensor<4x3xf32>) -> tensor<f32> {
   %c = tfm.clip_scale %n {max_norm = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
   // CHECK: tfm.adam_update %{{.*}}, %arg1, %{{.*}}, %arg0, %{{.*}}, %{{.*}} scale %[[C]] {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>) -> tensor<f32>
   %sq2 = tfm.adam_update %w, %g, %lr, %step, %m, %v scale %c {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>) -> tensor<f32>
-  %all = tfm.add %sq, %sq2 : tensor<f32>
+  // Decoupled weight decay (AdamW).
+  // CHECK: tfm.adam_update {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64, weight_decay = 1.000000e-02 : f64}
+  %sq3 = tfm.adam_update %w, %g, %lr, %step, %m, %v {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, weight_decay = 0.01 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<i32>, tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<f32>
+  %all2 = tfm.add %sq, %sq2 : tensor<f32>
+  %all = tfm.add %all2, %sq3 : tensor<f32>
   return %all : tensor<f32>
 }
 

@@ -58,6 +58,21 @@ func.func @clipped(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tens
 }
 
 // -----
+// weight_decay > 0: decoupled weight decay, an attribute of every update.
+// CHECK-LABEL: func.func @decayed
+// CHECK: tfm.adam_update {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64, weight_decay = 1.000000e-02 : f64}
+// CHECK-NOT: tfm.sum_squares
+// CHECK: return
+func.func @decayed(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>
+    attributes {tfm.differentiate, tfm.mode = "inference",
+                tfm.adam = {beta1 = 0.9 : f64, beta2 = 0.98 : f64, epsilon = 1.0e-9 : f64, lr_scale = 0.5 : f64, d_model = 8 : i64, warmup_steps = 10 : i64, weight_decay = 0.01 : f64}} {
+  %w = tfm.param "out.weight" : tensor<11x8xf32>
+  %logits = tfm.matmul %x, %w {transpose_b = true} : (tensor<?x?x8xf32>, tensor<11x8xf32>) -> tensor<?x?x11xf32>
+  %loss = tfm.label_smoothed_xent %logits, %targets {smoothing = 0.1 : f64, pad_id = 0} : (tensor<?x?x11xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
 // A clip_norm that is not a number >= 0 is refused.
 // expected-error @+1 {{tfm-apply-adam: 'bad_clip': tfm.adam's clip_norm must be an f64 >= 0 (0: no clipping)}}
 func.func @bad_clip(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32>) -> tensor<f32>

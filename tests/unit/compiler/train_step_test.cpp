@@ -49,6 +49,8 @@ std::map<std::string, tfmrt::Tensor> expectTwoGoldenSteps(tfmrt::Model &model, c
   EXPECT_TRUE(tfmrt::readSafetensors(golden + adamFile, adam).ok());
   if (weights.empty() || adam.empty()) return after;
   const float lr[2] = {adam.at("lr1").data<float>()[0], adam.at("lr2").data<float>()[0]};
+  // AdamW's decay moves a weight by lr * wd * |w| besides the Adam step.
+  const double decay = adam.count("weight_decay") ? adam.at("weight_decay").data<float>()[0] : 0.0;
 
   for (int step = 1; step <= 2; ++step) {
     std::map<std::string, tfmrt::Tensor> before;
@@ -90,7 +92,8 @@ std::map<std::string, tfmrt::Tensor> expectTwoGoldenSteps(tfmrt::Model &model, c
           if (!(std::abs(o - w) <= tol)) ++r.failures;
         } else {
           ++r.bounded;
-          if (!(std::abs(o - before.at(name).data<float>()[i]) <= bound)) ++r.failures;
+          const double was = before.at(name).data<float>()[i];
+          if (!(std::abs(o - was) <= bound + lr[step - 1] * decay * std::abs(was))) ++r.failures;
         }
       }
     }
@@ -134,26 +137,35 @@ TEST_P(TrainStepTest, TwoAdamStepsMatchPyTorch) {
   expectTwoGoldenSteps(*model, c.spec, std::string(c.spec) + ".adam.safetensors", trainStep(*model, io));
 }
 
-// training.clip_norm: both golden steps are clipped (global norms 3.50 and 1.51 against 0.5,
-// tests/reference/gen_golden.py's adam-clip file: torch.nn.utils.clip_grad_norm_ before each
-// torch.optim.Adam step), through train_step and through accumulate_gradients + apply_update
-// (the path of --update-freq and data-parallel training), on both backends.
-class ClippedTrainStepTest : public testing::TestWithParam<tfmrt::KernelBackend> {};
+// The optimizer's options against PyTorch (tests/reference/gen_golden.py's adam-<variant> files):
+// clip, training.clip_norm 0.5, both golden steps clipped (global norms 3.50 and 1.51:
+// torch.nn.utils.clip_grad_norm_ before each torch.optim.Adam step); adamw, training.weight_decay
+// 0.1 (torch.optim.AdamW). Through train_step and through accumulate_gradients + apply_update (the
+// path of --update-freq and data-parallel training), on both backends.
+struct OptimizerVariant {
+  const char *variant;  // tests/golden/tiny.adam-<variant>.safetensors
+  tfmrt::KernelBackend backend;
+};
 
-TEST_P(ClippedTrainStepTest, TwoClippedAdamStepsMatchPyTorch) {
-  std::map<std::string, tfmrt::Tensor> clipped, unclipped;
-  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/tiny.adam-clip.safetensors", clipped).ok());
-  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/tiny.adam.safetensors", unclipped).ok());
-  ASSERT_EQ(clipped.at("clip_norm").data<float>()[0], 0.5f);
+class OptimizerVariantTest : public testing::TestWithParam<OptimizerVariant> {};
+
+TEST_P(OptimizerVariantTest, TwoStepsMatchPyTorch) {
+  const OptimizerVariant &c = GetParam();
+  const std::string file = std::string("tiny.adam-") + c.variant + ".safetensors";
+  std::map<std::string, tfmrt::Tensor> golden, plain;
+  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/" + file, golden).ok());
+  ASSERT_TRUE(tfmrt::readSafetensors(kSource + "/tests/golden/tiny.adam.safetensors", plain).ok());
+  const bool clip = std::string(c.variant) == "clip";
+  ASSERT_EQ(golden.at(clip ? "clip_norm" : "weight_decay").data<float>()[0], clip ? 0.5f : 0.1f);
   for (bool accumulate : {false, true}) {
     SCOPED_TRACE(accumulate ? "accumulate_gradients + apply_update" : "train_step");
     tfmc::ModelSpec spec;
     ASSERT_TRUE(tfmc::test::parseSpec("tiny", spec));
-    spec.training.clip_norm = 0.5;
+    (clip ? spec.training.clip_norm : spec.training.weight_decay) = clip ? 0.5 : 0.1;
     tfmc::PipelineOptions pipeline;
     pipeline.trainStep = true;
     pipeline.accumulate = accumulate;
-    auto model = compileAndLoad(spec, GetParam(), pipeline);
+    auto model = compileAndLoad(spec, c.backend, pipeline);
     ASSERT_TRUE(model);
     ASSERT_TRUE(model->loadWeights(kSource + "/tests/golden/tiny.weights.safetensors").ok());
     const auto io = goldenIo("tiny");
@@ -169,23 +181,28 @@ TEST_P(ClippedTrainStepTest, TwoClippedAdamStepsMatchPyTorch) {
         out.insert(out.begin(), lossOut[0]);
         return tfmrt::Status::OK();
       };
-    const auto after = expectTwoGoldenSteps(*model, "tiny", "tiny.adam-clip.safetensors", run);
+    const auto after = expectTwoGoldenSteps(*model, "tiny", file, run);
     ASSERT_FALSE(after.empty());
-    // The check can fail: step 2 of the clipped run is not the unclipped run's (Adam is scale
-    // invariant per step, but the two steps are scaled by different factors, 0.14 and 0.33).
-    const double tol = 2e-3 * clipped.at("lr2").data<float>()[0];
+    // The check can fail: step 2 is not the plain run's (for clipping: Adam is scale invariant per
+    // step, but the two steps are scaled by different factors, 0.14 and 0.33; for weight decay,
+    // every weight also shrinks by lr * 0.1 of itself each step).
+    const double tol = 2e-3 * golden.at("lr2").data<float>()[0];
     int64_t apart = 0, total = 0;
     for (const auto &[name, w] : after)
       for (int64_t i = 0; i < w.numel(); ++i, ++total)
-        apart += std::abs(w.data<float>()[i] - unclipped.at("step2/" + name).data<float>()[i]) > 10 * tol;
-    EXPECT_GT(apart, total / 10) << "clipping must change step 2 well beyond the comparison's tolerance";
+        apart += std::abs(w.data<float>()[i] - plain.at("step2/" + name).data<float>()[i]) > 10 * tol;
+    EXPECT_GT(apart, total / 10) << c.variant << " must change step 2 well beyond the comparison's tolerance";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, ClippedTrainStepTest,
-                         testing::Values(tfmrt::KernelBackend::Dnnl, tfmrt::KernelBackend::Reference),
-                         [](const testing::TestParamInfo<tfmrt::KernelBackend> &info) {
-                           return std::string(info.param == tfmrt::KernelBackend::Dnnl ? "dnnl" : "reference");
+INSTANTIATE_TEST_SUITE_P(Golden, OptimizerVariantTest,
+                         testing::Values(OptimizerVariant{"clip", tfmrt::KernelBackend::Dnnl},
+                                         OptimizerVariant{"clip", tfmrt::KernelBackend::Reference},
+                                         OptimizerVariant{"adamw", tfmrt::KernelBackend::Dnnl},
+                                         OptimizerVariant{"adamw", tfmrt::KernelBackend::Reference}),
+                         [](const testing::TestParamInfo<OptimizerVariant> &info) {
+                           return std::string(info.param.variant) + "_" +
+                                  (info.param.backend == tfmrt::KernelBackend::Dnnl ? "dnnl" : "reference");
                          });
 
 INSTANTIATE_TEST_SUITE_P(Golden, TrainStepTest, testing::ValuesIn(tfmc::test::allGoldenCases()),

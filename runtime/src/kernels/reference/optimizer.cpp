@@ -47,6 +47,7 @@ public:
     beta1_ = attrFloat(*info.node, "beta1");
     beta2_ = attrFloat(*info.node, "beta2");
     eps_ = attrFloat(*info.node, "epsilon");
+    weightDecay_ = attrFloat(*info.node, "weight_decay");
     if (!info.knownBeforeRun[0] || info.inputs[0]->kind != ValueKind::Parameter)
       return invalidArgument(cat("tfm.adam_update must update a parameter, got '", info.inputs[0]->name, "'"));
     for (size_t i : {size_t(4), size_t(5)})
@@ -68,13 +69,15 @@ public:
     const double c1 = 1.0 - std::pow(beta1_, step), c2 = 1.0 - std::pow(beta2_, step);
     const float stepSize = float(lr / c1), invSqrtC2 = float(1.0 / std::sqrt(c2));
     const float b1 = float(beta1_), b2 = float(beta2_), eps = float(eps_);
+    // Decoupled weight decay (AdamW): p *= 1 - lr * wd before the step (1 exactly without it).
+    const float keep = float(1.0 - double(lr) * weightDecay_);
     double sq = 0.0;
 #pragma omp parallel for simd reduction(+ : sq) if (n >= kParallelMinElements)
     for (int64_t i = 0; i < n; ++i) {
       const float raw = grad[i], g = scale * raw;
       m[i] = b1 * m[i] + (1.0f - b1) * g;
       v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-      param[i] -= stepSize * m[i] / (std::sqrt(v[i]) * invSqrtC2 + eps);
+      param[i] = keep * param[i] - stepSize * m[i] / (std::sqrt(v[i]) * invSqrtC2 + eps);
       sq += double(raw) * double(raw);
     }
     a.outputs[0].as<float>()[0] = float(sq);
@@ -82,7 +85,7 @@ public:
   }
 
 private:
-  double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8;
+  double beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weightDecay_ = 0;
 };
 
 // tfm.sum_squares: sum(x^2) in f64 (a gradient's share of the global norm, for clipping).
