@@ -25,7 +25,8 @@ bool isWeight(mlir::Value value);
 // learning rate of `step` (tfm.lr_schedule), then tfm.adam_update with the moments as session
 // state "adam.m/<param>", "adam.v/<param>" (shared by every entry that trains). `hyper` holds
 // beta1, beta2, epsilon, lr_scale (f64) and d_model, warmup_steps (i64), and optionally
-// clip_norm (f64; > 0: every gradient scaled by tfm.clip_scale of their global norm first);
+// clip_norm (f64; > 0: every gradient scaled by tfm.clip_scale of their global norm first) and
+// weight_decay (f64 in [0, 1): decoupled, tfm.adam_update's attribute);
 // `fail` reports what is missing. Returns the sum of the squared gradients, before clipping (for
 // the global gradient norm).
 struct ParamGradient {

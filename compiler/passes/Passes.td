@@ -55,7 +55,8 @@ def ApplyAdam : Pass<"tfm-apply-adam", "mlir::ModuleOp"> {
     every use of the old values), and returns (loss, grad_sq_norm = sum of squared gradients).
     With clip_norm > 0 in the dictionary, tfm.sum_squares of every gradient and tfm.clip_scale
     of their sum come first and scale every update (gradient clipping by the global norm);
-    grad_sq_norm is then that sum, before clipping.
+    grad_sq_norm is then that sum, before clipping. weight_decay > 0 (decoupled, AdamW) becomes
+    the attribute of every tfm.adam_update.
   }];
 }
 

@@ -51,8 +51,8 @@ commands:
   train <model.tfmx> [--steps N] [--first-step K] [--log-every N] [--weights w.safetensors | --seed N]
       [--inputs batch.safetensors] [--batch B --src-len S --tgt-len T] [--kernels=...] [--threads N]
       [--save-weights out.safetensors] [--checkpoint ckpt [--checkpoint-every N]] [--resume ckpt]
-      [--data <dir> --src de --tgt en --tokenizer spm.model [--batch-tokens N] [--eval-every N]
-       [--valid-split val|none]]
+      [--data <dir> --src de --tgt en (--tokenizer spm.model | --src-tokenizer s.model --tgt-tokenizer t.model)
+       [--batch-tokens N] [--eval-every N] [--valid-split val|none]]
       Run the compiled train_step entry (compile with --entries=forward,train_step: dropout,
       forward, backward and Adam with the spec's schedule in one graph, weights updated in
       place) for N steps, printing loss and gradient norm: on a parallel corpus with --data
@@ -63,7 +63,8 @@ commands:
       moments and the step (every N steps and at the end; atomic, checksummed); --resume
       continues from one exactly where it stopped (and saves to it unless --checkpoint or
       --save-dir names another place). tfmc train --help lists every option.
-  translate <model.tfmx> (--weights w.safetensors | --checkpoint ck) --tokenizer spm.model
+  translate <model.tfmx> (--weights w.safetensors | --checkpoint ck)
+      (--tokenizer spm.model | --src-tokenizer s.model --tgt-tokenizer t.model)
       (--input file|- [--reference file] | --data <dir> [--split test_2016_flickr] [--src de --tgt en])
       [--beam K] [--length-penalty A] [--n-best N] [--batch N] [--max-batch-tokens N]
       [--output file] [--output-format text|pieces|ids] [--max-sentences N] [--no-cache]
@@ -78,9 +79,9 @@ commands:
       --alignment hard|soft appends the word alignment (compile with
       --entries=forward,translate,alignment). tfmc translate --help lists every option.
   tokenizer --data <dir> [--langs de,en] [--split train] [--vocab 8000] -o spm.model
-      Train one SentencePiece vocabulary over both languages (pad/bos/eos/unk = 0/1/2/3, as the
-      model specs expect); --vocab must equal the spec's vocabulary sizes. With one language
-      (--langs de), that side's vocabulary: train and translate take such a pair as
+      Train one SentencePiece vocabulary over the languages of --langs (pad/bos/eos/unk =
+      0/1/2/3, as the model specs expect; both: a joint vocabulary); --vocab must equal the spec's
+      vocabulary sizes. With one language (--langs de), that side's vocabulary: train and translate take such a pair as
       --src-tokenizer and --tgt-tokenizer instead of --tokenizer (separate vocabularies).
   demo [spec.yaml] [--seed N] [--kernels=...] [--iters N] [--fusion=...]
       Compile a spec (the embedded small model by default), initialise weights from a seed

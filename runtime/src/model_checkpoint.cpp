@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <map>
 
 #include "crc32.h"
 #include "file_io.h"
@@ -84,7 +85,7 @@ std::string trainingSettingsChange(const std::map<std::string, std::string> &che
   auto recordedIt = checkpointMeta.find("training_settings");
   if (recordedIt == checkpointMeta.end()) return "";  // written before they were recorded
   const std::string &recorded = recordedIt->second;
-  std::string changes;
+  std::map<std::string, std::string> was;
   size_t pos = 0;
   while (pos < recorded.size()) {
     size_t end = recorded.find('\n', pos);
@@ -92,10 +93,19 @@ std::string trainingSettingsChange(const std::map<std::string, std::string> &che
     const std::string line = recorded.substr(pos, end - pos);
     pos = end + 1;
     const size_t eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
-    auto it = a.metadata.find(key);  // keys only one side records (older files) cannot be compared
-    if (it == a.metadata.end() || it->second == value) continue;
+    if (eq != std::string::npos) was[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  std::map<std::string, std::string> now;
+  for (const auto &[key, value] : a.metadata)
+    if (isTrainingSetting(key)) now[key] = value;
+  // Settings added later whose absence means "off": a file without one trained (or trains) with 0,
+  // so a checkpoint from before clipping and weight decay is refused by an artifact that has them.
+  for (const char *key : {"train.clip_norm", "train.weight_decay"})
+    for (auto *side : {&was, &now}) side->emplace(key, "0.000000e+00");
+  std::string changes;
+  for (const auto &[key, value] : was) {
+    auto it = now.find(key);  // other keys only one side records (older files) cannot be compared
+    if (it == now.end() || it->second == value) continue;
     changes += cat(changes.empty() ? "" : ", ", key.substr(key.find('.') + 1), " ", value, " -> ", it->second);
   }
   return changes;

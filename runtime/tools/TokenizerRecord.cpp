@@ -76,7 +76,14 @@ int loadVocabularies(const char *cmd, const CommandLine &cl, Vocabularies &v) {
   return 0;
 }
 
-int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVocabSize, int64_t tgtVocabSize) {
+namespace {
+bool sameModel(const tfmdata::Tokenizer &a, const tfmdata::Tokenizer &b) {
+  return a.fingerprint() == b.fingerprint() && a.digest() == b.digest();
+}
+}  // namespace
+
+int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVocabSize, int64_t tgtVocabSize,
+                         bool sharedTable) {
   struct Side {
     const tfmdata::Tokenizer *tok;
     const std::string &path;
@@ -95,13 +102,20 @@ int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVoca
                 << "\n";
       return 1;
     }
+  if (sharedTable && !sameModel(*v.src, *v.tgt)) {
+    std::cerr << commandName(cmd) << ": error: the model has one embedding table for both sides (tie_src_tgt_embeddings), "
+              << "so both need one vocabulary, but '" << v.srcPath << "' and '" << v.tgtPath
+              << "' are different models: give the joint one as --tokenizer, or compile the spec with "
+                 "tie_src_tgt_embeddings: false\n";
+    return 1;
+  }
   return 0;
 }
 
 void recordVocabularies(const Vocabularies &v, CheckpointMeta &meta) {
   recordTokenizer(*v.src, v.srcPath, meta);
   // Recorded by content, not by how the command line named it: the same model given twice is joint.
-  if (v.tgt->digest() != v.src->digest() || v.tgt->fingerprint() != v.src->fingerprint())
+  if (!sameModel(*v.tgt, *v.src))
     recordTokenizer(*v.tgt, v.tgtPath, meta, "tgt_tokenizer.");
 }
 

@@ -43,8 +43,11 @@ bool namesVocabularies(const CommandLine &cl);
 std::string vocabularyOptionsError(const CommandLine &cl);
 // Loads what the (checked) command line names.
 int loadVocabularies(const char *cmd, const CommandLine &cl, Vocabularies &v);
-// Each side's piece count against the model's vocabulary of that side (1 and a message if not).
-int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVocabSize, int64_t tgtVocabSize);
+// Each side's piece count against the model's vocabulary of that side, and one model for both
+// sides when the model has one embedding table for both (shared_embedding.weight: a piece id must
+// mean the same piece on either side). 1 and a message if not.
+int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVocabSize, int64_t tgtVocabSize,
+                         bool sharedTable);
 // Both sides into `meta`: tokenizer.* (the source, or the joint one) and, when the target's model
 // is another, tgt_tokenizer.*.
 void recordVocabularies(const Vocabularies &v, CheckpointMeta &meta);

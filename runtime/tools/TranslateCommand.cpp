@@ -791,7 +791,10 @@ int translateCommand(const CommandLine &cl) {
       std::fprintf(stderr, " %.3g", ensembleWeights.empty() ? 1.0 / double(members) : ensembleWeights[i]);
     std::fprintf(stderr, "%s\n", ensembleWeights.empty() ? " (equal)" : " (normalised to sum 1 in the search)");
   }
-  if (int code = checkVocabularySizes("translate", vocab, info.srcVocabSize, info.tgtVocabSize)) return code;
+  bool sharedTable = false;  // any member's
+  for (const auto &m : models)
+    for (const tfmrt::ParamInfo &p : m->artifact().params) sharedTable = sharedTable || p.name == "shared_embedding.weight";
+  if (int code = checkVocabularySizes("translate", vocab, info.srcVocabSize, info.tgtVocabSize, sharedTable)) return code;
   job.srcTok = vocab.src.get();
   job.tgtTok = vocab.tgt;
 

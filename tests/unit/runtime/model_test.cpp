@@ -624,3 +624,25 @@ TEST(Load, FromFileAndErrorsNameThePath) {
 
 }  // namespace
 }  // namespace tfmrt::test
+
+// A resume compares the training settings a checkpoint recorded with the artifact's. Clipping and
+// weight decay came later: a file without them trained (or trains) without, so switching either
+// on or off is a change even against a checkpoint or artifact that predates the key.
+TEST(CheckpointSettings, SettingsAddedLaterCountAsOff) {
+  const std::map<std::string, std::string> old{{"training_settings", "train.adam_eps=1.000000e-09\n"}};
+  tfmrt::Artifact plain, clipped, decayed;
+  plain.metadata = {{"train.adam_eps", "1.000000e-09"}};
+  clipped.metadata = {{"train.adam_eps", "1.000000e-09"}, {"train.clip_norm", "5.000000e-01"}};
+  decayed.metadata = {{"train.adam_eps", "1.000000e-09"}, {"train.weight_decay", "1.000000e-02"}};
+  EXPECT_EQ(tfmrt::trainingSettingsChange(old, plain), "");
+  EXPECT_EQ(tfmrt::trainingSettingsChange(old, clipped), "clip_norm 0.000000e+00 -> 5.000000e-01");
+  EXPECT_EQ(tfmrt::trainingSettingsChange(old, decayed), "weight_decay 0.000000e+00 -> 1.000000e-02");
+  // A checkpoint that clipped, resumed by an artifact written before the key: refused too.
+  const std::map<std::string, std::string> clippedRun{
+      {"training_settings", "train.adam_eps=1.000000e-09\ntrain.clip_norm=5.000000e-01\n"}};
+  EXPECT_EQ(tfmrt::trainingSettingsChange(clippedRun, plain), "clip_norm 5.000000e-01 -> 0.000000e+00");
+  EXPECT_EQ(tfmrt::trainingSettingsChange(clippedRun, clipped), "");
+  // Other keys only one side records are still not compared (files from before they existed).
+  const std::map<std::string, std::string> withSeed{{"training_settings", "training.seed=3\n"}};
+  EXPECT_EQ(tfmrt::trainingSettingsChange(withSeed, plain), "");
+}
