@@ -112,6 +112,12 @@ int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVoca
   return 0;
 }
 
+bool sharesEmbeddingTable(const tfmrt::Artifact &artifact) {
+  for (const tfmrt::ParamInfo &p : artifact.params)
+    if (p.name == "shared_embedding.weight") return true;
+  return false;
+}
+
 void recordVocabularies(const Vocabularies &v, CheckpointMeta &meta) {
   recordTokenizer(*v.src, v.srcPath, meta);
   // Recorded by content, not by how the command line named it: the same model given twice is joint.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tfmdata/tokenizer.h"
+#include "tfmrt/artifact.h"
 
 namespace tfmc {
 
@@ -48,6 +49,8 @@ int loadVocabularies(const char *cmd, const CommandLine &cl, Vocabularies &v);
 // mean the same piece on either side). 1 and a message if not.
 int checkVocabularySizes(const char *cmd, const Vocabularies &v, int64_t srcVocabSize, int64_t tgtVocabSize,
                          bool sharedTable);
+// The artifact's model has one embedding table for both sides (tie_src_tgt_embeddings).
+bool sharesEmbeddingTable(const tfmrt::Artifact &artifact);
 // Both sides into `meta`: tokenizer.* (the source, or the joint one) and, when the target's model
 // is another, tgt_tokenizer.*.
 void recordVocabularies(const Vocabularies &v, CheckpointMeta &meta);

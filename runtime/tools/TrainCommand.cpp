@@ -107,9 +107,8 @@ int loadData(const CommandLine &cl, const tfmrt::Artifact &a, DataSource &data) 
   if (int code = loadVocabularies("train", cl, data.vocab)) return code;
   tfmrt::ModelInfo info;
   if (auto s = tfmrt::readModelInfo(a, info); !s.ok()) return fail("train", s);
-  const bool sharedTable = std::any_of(a.params.begin(), a.params.end(),
-                                       [](const tfmrt::ParamInfo &p) { return p.name == "shared_embedding.weight"; });
-  if (int code = checkVocabularySizes("train", data.vocab, info.srcVocabSize, info.tgtVocabSize, sharedTable)) return code;
+  if (int code = checkVocabularySizes("train", data.vocab, info.srcVocabSize, info.tgtVocabSize, sharesEmbeddingTable(a)))
+    return code;
   tfmdata::BatcherOptions options;
   options.batchTokens = cl.getInt("batch-tokens", info.batchTokens);
   data.batchTokens = options.batchTokens;

@@ -792,8 +792,7 @@ int translateCommand(const CommandLine &cl) {
     std::fprintf(stderr, "%s\n", ensembleWeights.empty() ? " (equal)" : " (normalised to sum 1 in the search)");
   }
   bool sharedTable = false;  // any member's
-  for (const auto &m : models)
-    for (const tfmrt::ParamInfo &p : m->artifact().params) sharedTable = sharedTable || p.name == "shared_embedding.weight";
+  for (const auto &m : models) sharedTable = sharedTable || sharesEmbeddingTable(m->artifact());
   if (int code = checkVocabularySizes("translate", vocab, info.srcVocabSize, info.tgtVocabSize, sharedTable)) return code;
   job.srcTok = vocab.src.get();
   job.tgtTok = vocab.tgt;
