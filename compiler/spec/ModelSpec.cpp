@@ -5,6 +5,7 @@
 #include "spec/ModelSpec.h"
 
 #include "tfmdata/decoding_limits.h"
+#include "tfmrt/model_info.h"
 
 #include <sys/stat.h>
 #include <yaml-cpp/depthguard.h>
@@ -420,6 +421,7 @@ SpecParser::SpecParser(const std::string &text, const std::string &path, ModelSp
       intField("warmup_steps", t.warmup_steps, Range::Positive, false, INT32_MAX),
       // The learning rate is applied in f32: past 1e30 it is inf times the update.
       floatField("lr_scale", t.lr_scale, Range::Positive, 1e30),
+      floatField("lr", t.lr, Range::Positive, 1e30),
       // The norm is compared in f32 (0 turns clipping off).
       floatField("clip_norm", t.clip_norm, Range::NonNegative, 1e30),
       floatField("weight_decay", t.weight_decay, Range::Probability),
@@ -1014,6 +1016,15 @@ void SpecParser::crossChecks() {
     error(where("training", "adam_eps"),
           "'adam_eps' must be at least 1e-30 (Adam runs in f32, where a smaller value is 0), got " +
               tfmdata::shortNumber(spec_.training.adam_eps));
+
+  // training.lr, the peak rate (fairseq's --lr), is the schedule's lr_scale said another way.
+  if (field("training", "lr").present && ok("training", "lr")) {
+    if (field("training", "lr_scale").present)
+      error(where("training", "lr"), "give either 'lr' (the peak learning rate) or 'lr_scale', not both");
+    else if (ok("model", "d_model") && ok("training", "warmup_steps"))
+      spec_.training.lr_scale =
+          tfmrt::lrScaleForPeak(spec_.training.lr, spec_.model.d_model, spec_.training.warmup_steps);
+  }
 
   // The sinusoidal table (max_len x d_model floats) is a constant of the artifact and learned
   // positions are a parameter of that size: 2^28 floats (1 GiB) is far past any useful length.

@@ -58,6 +58,7 @@ struct TrainingSection {
   double adam_eps = 1e-9;
   int64_t warmup_steps = 4000;
   double lr_scale = 1.0;  // lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+  double lr = 0.0;  // > 0: the peak rate (at step warmup_steps) instead; sets lr_scale
   double clip_norm = 0.0;  // > 0: gradients scaled to a global L2 norm of at most this (0: off)
   double weight_decay = 0.0;  // decoupled (AdamW): p *= 1 - lr * weight_decay every step
   int64_t batch_tokens = 4096;

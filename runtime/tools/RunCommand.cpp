@@ -258,7 +258,14 @@ int prepareRun(const char *cmd, RunSettings &rs, bool saveLater, std::unique_ptr
       if (auto s = tfmrt::checkWritable(path, what); !s.ok()) return fail(cmd, s);
   options.num_threads = int(rs.threads);  // in [0, kMaxThreads]: readRunSettings
   options.profile = rs.profile;
-  if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
+  if (rs.trainingOverrides.empty()) {
+    if (auto s = tfmrt::Model::load(rs.artifactPath, options, model); !s.ok()) return fail(cmd, s);
+  } else {
+    tfmrt::Artifact artifact;
+    if (auto s = tfmrt::readArtifactFile(rs.artifactPath, artifact); !s.ok()) return fail(cmd, s);
+    if (auto s = tfmrt::applyTrainingOverrides(artifact, rs.trainingOverrides); !s.ok()) return failUsage(cmd, s);
+    if (auto s = tfmrt::Model::fromArtifact(std::move(artifact), options, model); !s.ok()) return fail(cmd, s);
+  }
   noticePrecisionFallback(rs.artifactPath, *model, std::string(cmd) == "train");
   const tfmrt::Artifact &a = model->artifact();
 

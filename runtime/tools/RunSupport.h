@@ -13,6 +13,7 @@
 #include "tfmdata/search.h"
 #include "tfmrt/model_info.h"
 #include "tfmrt/runtime.h"
+#include "tfmrt/training_overrides.h"
 
 namespace tfmc {
 
@@ -24,6 +25,9 @@ struct RunSettings {
   bool profile = false;
   // demo: the spec it compiled (an input no output may replace).
   std::string specPath;
+  // train: the schedule, clipping and weight decay the command line sets (applied to the artifact
+  // before its kernels are prepared).
+  tfmrt::TrainingOverrides trainingOverrides;
   // Set by prepareRun: the metadata of a checkpoint given as --weights (its tokenizer record).
   std::map<std::string, std::string> weightsMeta;
 };

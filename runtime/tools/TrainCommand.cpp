@@ -368,6 +368,36 @@ int ranksAgree(tfmdist::Communicator &comm, const char *what, uint64_t value, co
 
 }  // namespace
 
+// The command line's training settings, exactly (ranks compare them).
+std::string overridesText(const tfmrt::TrainingOverrides &o) {
+  std::string text;
+  char buf[40];
+  for (const std::optional<double> &v : {o.lrScale, o.peakLr, o.clipNorm, o.weightDecay})
+    text += v ? (std::snprintf(buf, sizeof buf, "%.17g;", *v), buf) : "-;";
+  return text + (o.warmupSteps ? std::to_string(*o.warmupSteps) : "-");
+}
+
+// How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
+// "key old -> new" items): by the command line when every change is one it can set.
+std::string resumeSettingsHint(const std::string &change) {
+  static const char *const settable[] = {"lr_scale ", "warmup_steps ", "clip_norm ", "weight_decay "};
+  bool allSettable = true;
+  for (size_t pos = 0; pos < change.size();) {
+    size_t end = change.find(", ", pos);
+    if (end == std::string::npos) end = change.size();
+    const std::string item = change.substr(pos, end - pos);
+    bool ok = false;
+    for (const char *key : settable) ok |= item.rfind(key, 0) == 0;
+    // Clipping on or off changes the compiled update: only its norm is a value.
+    if (item.rfind("clip_norm ", 0) == 0) ok &= item.find(" 0.000000e+00") == std::string::npos;
+    allSettable &= ok;
+    pos = end + 2;
+  }
+  return allSettable ? "pass the options the run that wrote it was given (--lr or --lr-scale, --warmup-steps, "
+                       "--clip-norm, --weight-decay), recompile the spec with the checkpoint's values, "
+                     : "recompile the spec with the checkpoint's values, ";
+}
+
 int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals &stopSignals);
 
 // `tfmc train` under an MPI launcher or alone. A rank that fails on its own ends the whole job:
@@ -410,8 +440,15 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
                         "tgt", "tokenizer", "src-tokenizer", "tgt-tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
-                        "time-limit", "quiet"}))
+                        "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay"}))
     return 2;
+  // The schedule, clipping and weight decay without recompiling (checked when applied).
+  tfmrt::TrainingOverrides &overrides = rs.trainingOverrides;
+  if (cl.has("lr")) overrides.peakLr = cl.getDouble("lr", 0);
+  if (cl.has("lr-scale")) overrides.lrScale = cl.getDouble("lr-scale", 0);
+  if (cl.has("warmup-steps")) overrides.warmupSteps = cl.getInt("warmup-steps", 0);
+  if (cl.has("clip-norm")) overrides.clipNorm = cl.getDouble("clip-norm", 0);
+  if (cl.has("weight-decay")) overrides.weightDecay = cl.getDouble("weight-decay", 0);
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
                  "--entries=forward,train_step)"
@@ -697,8 +734,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (std::string change = tfmrt::trainingSettingsChange(resumed, model->artifact()); !change.empty()) {
       std::cerr << "tfmc train: error: checkpoint '" << resume << "' was trained with other training settings than "
                 << rs.artifactPath << " has (" << change
-                << "); resuming continues the same run, so they must match: recompile the spec with the checkpoint's "
-                   "values, or start a new run from its weights (--weights instead of --resume)\n";
+                << "); resuming continues the same run, so they must match: " << resumeSettingsHint(change)
+                << "or start a new run from its weights (--weights instead of --resume)\n";
       return 1;  // as every other refused resume (2 is for a command line that does not parse)
     }
     // A run continues on the data it started on: a corpus checkpoint resumed on the sample batch
@@ -903,13 +940,19 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     }
     return 0;
   };
-  // The spec's gradient clipping and weight decay, said where the run starts (the log's grad norm
-  // is the norm before clipping, as fairseq's and Marian's).
-  char clipping[160] = "";
+  // The gradient clipping, weight decay and schedule (the spec's or the command line's), said where
+  // the run starts (the log's grad norm is the norm before clipping, as fairseq's and Marian's).
+  char clipping[240] = "";
   if (info.clipNorm > 0) std::snprintf(clipping, sizeof clipping, ", gradients clipped to a norm of %g", info.clipNorm);
   if (info.weightDecay > 0)
     std::snprintf(clipping + std::strlen(clipping), sizeof clipping - std::strlen(clipping), ", weight decay %g",
                   info.weightDecay);
+  if (info.scheduleKnown)
+    std::snprintf(clipping + std::strlen(clipping), sizeof clipping - std::strlen(clipping),
+                  ", learning rate peaks at %.4g at step %lld",
+                  tfmrt::scheduledLearningRate(info.lrScale, double(info.dModel), double(info.warmupSteps),
+                                               double(info.warmupSteps)),
+                  (long long)info.warmupSteps);
   if (corpus)
     std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld%s\n", a.modelName.c_str(),
                 rs.kernels.c_str(), (long long)data.train.batchesPerEpoch(), (long long)firstStep,
@@ -942,6 +985,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
         {"--checkpoint-every", std::to_string(checkpointEvery)},
         {"--eval-every", std::to_string(evalEvery)},
         {"--kernels", rs.kernels},  // other kernels round differently: the ranks' weights drift apart
+        {"--lr / --lr-scale, --warmup-steps, --clip-norm or --weight-decay", overridesText(rs.trainingOverrides)},
     };
     for (const auto &[option, value] : options)
       if (int code = ranksAgree(comm, option, tfmdist::fingerprint(value.data(), value.size()),
@@ -1130,9 +1174,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
       const double tokPerSec = interval > 0 ? tokensSinceLog / interval : 0.0;
       const double eta = elapsed / double(k + 1) * double(steps - k - 1);
       const double gradNorm = std::sqrt(sqNorm);
-      const double lr = info.scheduleKnown ? info.lrScale / std::sqrt(double(info.dModel)) *
-                                                 std::min(1.0 / std::sqrt(double(step)),
-                                                          double(step) * std::pow(double(info.warmupSteps), -1.5))
+      const double lr = info.scheduleKnown ? tfmrt::scheduledLearningRate(info.lrScale, double(info.dModel),
+                                                                          double(info.warmupSteps), double(step))
                                            : 0.0;
       std::string fields;
       char buf[128];

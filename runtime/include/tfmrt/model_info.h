@@ -3,6 +3,8 @@
 // artifact's metadata (toMetadata); tools read it back once (readModelInfo), every key checked.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -41,6 +43,17 @@ struct ModelInfo {
   // the shapes `compile:` plans memory for (and tfmc run's sample batch)
   int64_t compileBatch = 8, compileSrcLen = 16, compileTgtLen = 16;
 };
+
+// The paper's schedule (eq. 3): lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5, step *
+// warmup^-1.5), the one tfm.lr_schedule computes. It peaks at step = warmup at
+// lr_scale / sqrt(d_model * warmup); a peak rate (fairseq's --lr with its inverse_sqrt schedule,
+// Marian's --learn-rate with --lr-warmup and --lr-decay-inv-sqrt) is the lr_scale below.
+inline double scheduledLearningRate(double lrScale, double dModel, double warmupSteps, double step) {
+  return lrScale / std::sqrt(dModel) * std::min(1.0 / std::sqrt(step), step * std::pow(warmupSteps, -1.5));
+}
+inline double lrScaleForPeak(double peakLr, int64_t dModel, int64_t warmupSteps) {
+  return peakLr * std::sqrt(double(dModel) * double(warmupSteps));
+}
 
 std::map<std::string, std::string> toMetadata(const ModelInfo &info);
 // Every known key parsed and range-checked; absent keys keep the defaults above (artifacts built

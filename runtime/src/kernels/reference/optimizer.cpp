@@ -7,6 +7,7 @@
 #include "kernels/kernel_util.h"
 #include "kernels/reference/reference_kernels.h"
 #include "op_schema.h"
+#include "tfmrt/model_info.h"
 
 namespace tfmrt {
 namespace {
@@ -30,7 +31,7 @@ public:
     int32_t step;
     TFMRT_RETURN_IF_ERROR(readStep(a.inputs[0], step));
     const double s = step;
-    a.outputs[0].as<float>()[0] = float(scale_ / std::sqrt(dModel_) * std::min(1.0 / std::sqrt(s), s * std::pow(warmup_, -1.5)));
+    a.outputs[0].as<float>()[0] = float(scheduledLearningRate(scale_, dModel_, warmup_, s));
     return Status::OK();
   }
 

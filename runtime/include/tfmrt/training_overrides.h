@@ -1,0 +1,32 @@
+// Training settings a run may change without recompiling (tfmc train --lr, --lr-scale,
+// --warmup-steps, --clip-norm, --weight-decay; fairseq's and Marian's options of those names).
+// The compiled update carries them as attributes of its ops (tfm.lr_schedule, tfm.clip_scale,
+// tfm.adam_update); applyTrainingOverrides rewrites those and the metadata that records them, so
+// checkpoints record, and resumes compare, the values the run trained with.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tfmrt/artifact.h"
+#include "tfmrt/status.h"
+
+namespace tfmrt {
+
+struct TrainingOverrides {
+  std::optional<double> lrScale;      // the schedule's lr_scale
+  std::optional<double> peakLr;       // or the rate at the end of warm-up (sets lr_scale)
+  std::optional<int64_t> warmupSteps;
+  std::optional<double> clipNorm;     // > 0; the artifact must have been compiled with clipping
+  std::optional<double> weightDecay;  // in [0, 1)
+  bool empty() const { return !lrScale && !peakLr && !warmupSteps && !clipNorm && !weightDecay; }
+};
+
+// Applies `o` to every function of `artifact` that updates weights (train_step, apply_update).
+// Refuses values out of range, lrScale together with peakLr, an artifact without an update, and
+// clipNorm on one compiled without clipping (clipping adds ops; it is not an attribute). The
+// errors name the option (--lr, ...). On error `artifact` is unchanged.
+Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o);
+
+}  // namespace tfmrt

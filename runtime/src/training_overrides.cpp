@@ -1,0 +1,85 @@
+#include "tfmrt/training_overrides.h"
+
+#include <cmath>
+#include <limits>
+
+#include "format.h"
+#include "tfmrt/model_info.h"
+
+namespace tfmrt {
+
+namespace {
+
+// The spec's bounds for the same fields (compiler/spec/ModelSpec.cpp): what the f32 kernels take.
+constexpr double kMaxRate = 1e30;
+
+Status outOfRange(const char *option, const std::string &want, double got) {
+  return invalidArgument(cat(option, " must be ", want, ", got ", got));
+}
+
+}  // namespace
+
+Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
+  if (o.empty()) return Status::OK();
+  if (o.lrScale && o.peakLr)
+    return invalidArgument("--lr (the peak rate) and --lr-scale both set the schedule's scale: give one");
+  if (o.lrScale && !(*o.lrScale > 0 && *o.lrScale <= kMaxRate)) return outOfRange("--lr-scale", "in (0, 1e30]", *o.lrScale);
+  if (o.peakLr && !(*o.peakLr > 0 && *o.peakLr <= kMaxRate)) return outOfRange("--lr", "in (0, 1e30]", *o.peakLr);
+  if (o.warmupSteps && (*o.warmupSteps < 1 || *o.warmupSteps > std::numeric_limits<int32_t>::max()))
+    return outOfRange("--warmup-steps", "in [1, 2147483647]", double(*o.warmupSteps));
+  if (o.clipNorm && !(*o.clipNorm > 0 && *o.clipNorm <= kMaxRate)) return outOfRange("--clip-norm", "in (0, 1e30]", *o.clipNorm);
+  if (o.weightDecay && !(*o.weightDecay >= 0 && *o.weightDecay < 1))
+    return outOfRange("--weight-decay", "in [0, 1)", *o.weightDecay);
+
+  ModelInfo info;
+  TFMRT_RETURN_IF_ERROR(readModelInfo(artifact, info));
+  int schedules = 0, clips = 0, updates = 0;
+  for (const EntryFunction &fn : artifact.functions)
+    for (const Node &node : fn.nodes) {
+      schedules += node.op == "tfm.lr_schedule";
+      clips += node.op == "tfm.clip_scale";
+      updates += node.op == "tfm.adam_update";
+    }
+  if (schedules == 0 || updates == 0)
+    return invalidArgument(cat("model '", artifact.modelName,
+                               "' updates no weights (no train_step or apply_update entry): the training options "
+                               "(--lr, --warmup-steps, ...) have nothing to change"));
+  if (o.clipNorm && clips == 0)
+    return invalidArgument(cat("--clip-norm: model '", artifact.modelName,
+                               "' was compiled without gradient clipping, which adds ops to the update (it is not a "
+                               "value to set): set training.clip_norm in its spec and recompile; --clip-norm then "
+                               "changes the norm"));
+
+  // The new values, then the attributes that carry them: nothing changes until all are known.
+  Artifact updated = artifact;
+  for (EntryFunction &fn : updated.functions)
+    for (Node &node : fn.nodes) {
+      if (node.op == "tfm.lr_schedule") {
+        const int64_t dModel = node.attrs.count("d_model") ? node.attrs.at("d_model").i : info.dModel;
+        const int64_t warmup = o.warmupSteps ? *o.warmupSteps : node.attrs.count("warmup_steps") ? node.attrs.at("warmup_steps").i : info.warmupSteps;
+        if (o.warmupSteps) node.attrs["warmup_steps"] = AttrValue::ofInt(warmup);
+        if (o.lrScale) node.attrs["lr_scale"] = AttrValue::ofFloat(*o.lrScale);
+        if (o.peakLr) {
+          const double scale = lrScaleForPeak(*o.peakLr, dModel, warmup);
+          if (!(scale <= kMaxRate))
+            return invalidArgument(cat("--lr ", *o.peakLr, " needs lr_scale ", scale, " (lr * sqrt(d_model * warmup_steps)), past 1e30"));
+          node.attrs["lr_scale"] = AttrValue::ofFloat(scale);
+        }
+        info.warmupSteps = warmup;
+        info.lrScale = node.attrs.count("lr_scale") ? node.attrs.at("lr_scale").f : info.lrScale;
+      } else if (node.op == "tfm.clip_scale" && o.clipNorm) {
+        node.attrs["max_norm"] = AttrValue::ofFloat(*o.clipNorm);
+      } else if (node.op == "tfm.adam_update" && o.weightDecay) {
+        node.attrs["weight_decay"] = AttrValue::ofFloat(*o.weightDecay);
+      }
+    }
+  if (o.clipNorm) info.clipNorm = *o.clipNorm;
+  if (o.weightDecay) info.weightDecay = *o.weightDecay;
+  const auto recorded = toMetadata(info);
+  for (const char *key : {"schedule.lr_scale", "schedule.warmup_steps", "train.clip_norm", "train.weight_decay"})
+    updated.metadata[key] = recorded.at(key);
+  artifact = std::move(updated);
+  return Status::OK();
+}
+
+}  // namespace tfmrt
