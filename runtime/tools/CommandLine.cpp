@@ -176,6 +176,9 @@ std::vector<CommandSpec> commandSpecs() {
         {"no-cache", Kind::Flag, "recompute the whole prefix every step (the reference decoder)"},
         {"target-prefix", Kind::Text,
          "file: per source line, the start its translation must have (forced, then searched; empty line: none; with --input file or --data)"},
+        {"tsv", Kind::Flag,
+         "input lines are 'source<TAB>target prefix' (no tab: no prefix), as Marian's --tsv: each prefix starts its "
+         "line's translation; with --input file or - (streamed)"},
         {"score-reference", Kind::Flag,
          "score the references instead of translating: per line, their log-probability (natural log, </s> "
          "included); with --data or --reference"},

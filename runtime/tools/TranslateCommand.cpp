@@ -156,33 +156,37 @@ struct Job {
   enum class Alignment { None, Hard, Soft } alignment = Alignment::None;  // --alignment: a last field
   int64_t batch = 0, maxBatchTokens = 0;  // batch: set from --batch or the beam
   int64_t maxSentences = 0;               // --max-sentences (0: all)
+  bool tsv = false;  // --tsv: input lines are "source<TAB>target prefix"
   int64_t outTokens = 0;
   double logProb = 0;  // --score-reference: summed over the references scored
 };
 
-// --input-format pieces|ids: one line of whitespace-separated pieces or ids (line `lineNumber`),
-// already tokenized; BOS, </s> and padding are the model's to add.
+// --input-format pieces|ids: one line of whitespace-separated pieces or ids (line `lineNumber` of
+// `side`: "source", "target prefix" or "reference"), already tokenized; BOS, </s> and padding are
+// the model's to add.
 tfmrt::Status readTokens(const tfmdata::Tokenizer &tok, InputFormat format, const std::string &line, int64_t lineNumber,
-                         std::vector<int32_t> &out) {
+                         const char *side, std::vector<int32_t> &out) {
   out.clear();
+  const std::string where = std::string(side) + " line " + std::to_string(lineNumber);
   std::istringstream words(line);
   for (std::string word; words >> word;) {
     int64_t id = -1;
     if (format == InputFormat::Pieces) {
       id = tok.pieceId(word);
       if (id < 0)
-        return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word +
-                                      "' is not a piece of the tokenizer's vocabulary (--input-format pieces)");
+        return tfmrt::invalidArgument(where + ": '" + word + "' is not a piece of the " +
+                                      (std::string(side) == "source" ? "source" : "target") +
+                                      " side's vocabulary (--input-format pieces)");
     } else {
       char *end = nullptr;
       errno = 0;
       id = std::strtoll(word.c_str(), &end, 10);
       if (*end || errno == ERANGE || id < 0 || id >= tok.vocabSize())
-        return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word + "' is not a token id (0 to " +
+        return tfmrt::invalidArgument(where + ": '" + word + "' is not a token id (0 to " +
                                       std::to_string(tok.vocabSize() - 1) + "; --input-format ids)");
     }
     if (id == tok.padId() || id == tok.bosId() || id == tok.eosId())
-      return tfmrt::invalidArgument("line " + std::to_string(lineNumber) + ": '" + word +
+      return tfmrt::invalidArgument(where + ": '" + word +
                                     "' is padding, BOS or </s>, which the model adds itself; give content tokens only");
     out.push_back(int32_t(id));
   }
@@ -308,13 +312,13 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   const int64_t maxLen = job.search().maxLen, maxSource = maxLen - 1;  // tokens before </s>
   // Line i of a source, prefix or reference file: invalid UTF-8 replaced (noted once), tokenized.
   // Sources in the source vocabulary, prefixes and references in the target's.
-  auto encode = [&](const tfmdata::Tokenizer &tok, std::string line, size_t i, std::vector<int32_t> &out) {
+  auto encode = [&](const tfmdata::Tokenizer &tok, std::string line, size_t i, const char *side, std::vector<int32_t> &out) {
     if (tfmdata::sanitiseUtf8(line) && job.notes.invalidUtf8++ == 0) job.notes.firstInvalid = int64_t(first + i) + 1;
     if (job.inputFormat == InputFormat::Text) return tok.encode(line, out);
-    return readTokens(tok, job.inputFormat, line, int64_t(first + i) + 1, out);
+    return readTokens(tok, job.inputFormat, line, int64_t(first + i) + 1, side, out);
   };
   for (size_t i = 0; i < sources.size(); ++i) {
-    TFMRT_RETURN_IF_ERROR(encode(*job.srcTok, sources[i], i, ids[i]));
+    TFMRT_RETURN_IF_ERROR(encode(*job.srcTok, sources[i], i, "source", ids[i]));
     if (int64_t(ids[i].size()) > maxSource && job.notes.truncated++ == 0) job.notes.firstTruncated = int64_t(first + i) + 1;
     // The search's length limit for this sentence, against --min-length.
     const tfmdata::SearchOptions &o = job.search();
@@ -324,8 +328,8 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
         job.notes.minLength = o.minLength;
       }
     }
-    if (prefixes) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*prefixes)[i], i, prefixIds[i]));
-    if (targets) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*targets)[i], i, targetIds[i]));
+    if (prefixes) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*prefixes)[i], i, "target prefix", prefixIds[i]));
+    if (targets) TFMRT_RETURN_IF_ERROR(encode(*job.tgtTok, (*targets)[i], i, "reference", targetIds[i]));
   }
   std::vector<size_t> order, empty;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -415,6 +419,23 @@ tfmrt::Status translateAll(Job &job, const std::vector<std::string> &sources, ui
   return tfmrt::Status::OK();
 }
 
+// --tsv: input lines `first + 1`.. as "source<TAB>target prefix" (no tab: no prefix), split in place.
+tfmrt::Status splitTsv(std::vector<std::string> &sources, uint64_t first, std::vector<std::string> &prefixes) {
+  prefixes.assign(sources.size(), "");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const size_t tab = sources[i].find('\t');
+    if (tab == std::string::npos) continue;
+    if (sources[i].find('\t', tab + 1) != std::string::npos)
+      return tfmrt::invalidArgument(
+          "input line " + std::to_string(first + i + 1) + " has " +
+          std::to_string(1 + std::count(sources[i].begin(), sources[i].end(), '\t')) +
+          " tab-separated fields; --tsv takes 'source<TAB>target prefix'");
+    prefixes[i] = sources[i].substr(tab + 1);
+    sources[i].resize(tab);
+  }
+  return tfmrt::Status::OK();
+}
+
 // Standard input, translated as it arrives: whatever complete lines are available (up to a
 // batch) are translated and written, in input order, before blocking for more.
 int translateStream(Job &job, std::FILE *out) {
@@ -474,8 +495,11 @@ int translateStream(Job &job, std::FILE *out) {
       buffer.clear();
     }
     if (pending.empty()) continue;
-    std::vector<std::string> lines;
-    if (auto s = translateAll(job, pending, next, lines, nullptr, false); !s.ok()) return fail("translate", s);
+    std::vector<std::string> lines, prefixes;
+    if (job.tsv)
+      if (auto s = splitTsv(pending, next, prefixes); !s.ok()) return fail("translate", s);
+    if (auto s = translateAll(job, pending, next, lines, nullptr, false, nullptr, job.tsv ? &prefixes : nullptr); !s.ok())
+      return fail("translate", s);
     for (const auto &l : lines) std::fprintf(out, "%s\n", l.c_str());
     if (std::fflush(out) != 0 || std::ferror(out)) {  // a full disk or closed pipe: say so, stop
       std::cerr << commandName("translate") << ": error: cannot write the translations: " << std::strerror(errno) << "\n";
@@ -500,7 +524,7 @@ int translateCommand(const CommandLine &cl) {
                              "n-best", "output-format", "input-format", "max-batch-tokens", "no-cache", "sample", "top-k", "top-p",
                              "min-length", "no-repeat-ngram-size", "max-length-ratio", "max-length-offset",
                              "temperature", "seed", "profile", "score-reference", "target-prefix", "ensemble-weights",
-                             "word-scores", "workers", "alignment", "quiet"});
+                             "word-scores", "workers", "alignment", "quiet", "tsv"});
   if (!unknown.empty()) {
     std::cerr << commandName("translate") << ": error: unknown option --" << unknown[0] << "\n";
     return 2;
@@ -731,7 +755,17 @@ int translateCommand(const CommandLine &cl) {
   }
   if (cl.has("target-prefix") && (!cl.has("input") || cl.get("input") == "-") && !cl.has("data")) {
     std::cerr << commandName("translate") << ": error: --target-prefix is read line for line beside the sources: give them "
-                 "as --input <file> or --data (standard input is translated as it streams in)\n";
+                 "as --input <file> or --data (standard input is translated as it streams in), or stream "
+                 "'source<TAB>prefix' lines with --tsv\n";
+    return 2;
+  }
+  job.tsv = cl.has("tsv");
+  if (job.tsv && (cl.has("data") || cl.has("target-prefix") || scoring)) {
+    std::cerr << commandName("translate") << ": error: --tsv reads 'source<TAB>target prefix' lines from --input; "
+              << (cl.has("data") ? "--data has no prefixes: drop one"
+                  : cl.has("target-prefix") ? "--target-prefix gives them too: drop one"
+                                            : "--score-reference searches nothing: drop one")
+              << "\n";
     return 2;
   }
   if (search.sample && !cl.has("beam")) search.beam = 1;
@@ -860,6 +894,9 @@ int translateCommand(const CommandLine &cl) {
   std::vector<std::string> prefixes;
   if (cl.has("target-prefix"))
     if (auto s = tfmdata::readLines(cl.get("target-prefix"), prefixes); !s.ok()) return fail("translate", s);
+  if (job.tsv)
+    if (auto s = splitTsv(sources, 0, prefixes); !s.ok()) return fail("translate", s);
+  const bool withPrefixes = cl.has("target-prefix") || job.tsv;
   // The first N lines of each file (a reference or prefix file as long as the kept sources will do).
   const int64_t limit = cl.getInt("max-sentences", 0);
   if (limit > 0)
@@ -892,7 +929,7 @@ int translateCommand(const CommandLine &cl) {
   // line of carriage returns.
   const bool progress = !quiet && ::isatty(STDERR_FILENO) == 1;
   if (auto s = translateAll(job, sources, 0, lines, &hypotheses, progress, scoring ? &references : nullptr,
-                            cl.has("target-prefix") ? &prefixes : nullptr);
+                            withPrefixes ? &prefixes : nullptr);
       !s.ok())
     return fail("translate", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -928,7 +965,7 @@ int translateCommand(const CommandLine &cl) {
                "calls), load average %s\n",
                what.c_str(), sources.size(), search.sample ? "sampling, beam" : "beam", search.beam,
                search.useCache ? "" : " (no cache)", (long long)job.batch,
-               (workersNote + (cl.has("target-prefix") ? ", target prefixes" : "")).c_str(),
+               (workersNote + (withPrefixes ? ", target prefixes" : "")).c_str(),
                secs, double(sources.size()) / secs, double(job.outTokens) / secs,
                (long long)decodeSteps(), loadAverage().c_str());
   if (options.profile) printTranslateProfile(cl.has("data") ? stdout : stderr, secs);
