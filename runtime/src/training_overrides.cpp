@@ -30,6 +30,11 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   if (o.clipNorm && !(*o.clipNorm > 0 && *o.clipNorm <= kMaxRate)) return outOfRange("--clip-norm", "in (0, 1e30]", *o.clipNorm);
   if (o.weightDecay && !(*o.weightDecay >= 0 && *o.weightDecay < 1))
     return outOfRange("--weight-decay", "in [0, 1)", *o.weightDecay);
+  for (const auto &[value, option] : {std::pair{o.adamBeta1, "--adam-betas (beta1)"}, {o.adamBeta2, "--adam-betas (beta2)"},
+                                     {o.labelSmoothing, "--label-smoothing"}})
+    if (value && !(*value >= 0 && *value < 1)) return outOfRange(option, "in [0, 1)", *value);
+  // Adam runs in f32: a smaller eps is 0 there (0/0), a larger one inf (as the spec's bounds).
+  if (o.adamEps && !(*o.adamEps >= 1e-30 && *o.adamEps <= kMaxRate)) return outOfRange("--adam-eps", "in [1e-30, 1e30]", *o.adamEps);
 
   ModelInfo info;
   TFMRT_RETURN_IF_ERROR(readModelInfo(artifact, info));
@@ -69,14 +74,24 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
         info.lrScale = node.attrs.count("lr_scale") ? node.attrs.at("lr_scale").f : info.lrScale;
       } else if (node.op == "tfm.clip_scale" && o.clipNorm) {
         node.attrs["max_norm"] = AttrValue::ofFloat(*o.clipNorm);
-      } else if (node.op == "tfm.adam_update" && o.weightDecay) {
-        node.attrs["weight_decay"] = AttrValue::ofFloat(*o.weightDecay);
+      } else if (node.op == "tfm.adam_update") {
+        if (o.weightDecay) node.attrs["weight_decay"] = AttrValue::ofFloat(*o.weightDecay);
+        if (o.adamBeta1) node.attrs["beta1"] = AttrValue::ofFloat(*o.adamBeta1);
+        if (o.adamBeta2) node.attrs["beta2"] = AttrValue::ofFloat(*o.adamBeta2);
+        if (o.adamEps) node.attrs["epsilon"] = AttrValue::ofFloat(*o.adamEps);
+      } else if (node.attrs.count("smoothing") && o.labelSmoothing) {  // the loss, its gradient (fused or not)
+        node.attrs["smoothing"] = AttrValue::ofFloat(*o.labelSmoothing);
       }
     }
   if (o.clipNorm) info.clipNorm = *o.clipNorm;
   if (o.weightDecay) info.weightDecay = *o.weightDecay;
+  if (o.adamBeta1) info.adamBeta1 = *o.adamBeta1;
+  if (o.adamBeta2) info.adamBeta2 = *o.adamBeta2;
+  if (o.adamEps) info.adamEps = *o.adamEps;
+  if (o.labelSmoothing) info.labelSmoothing = *o.labelSmoothing;
   const auto recorded = toMetadata(info);
-  for (const char *key : {"schedule.lr_scale", "schedule.warmup_steps", "train.clip_norm", "train.weight_decay"})
+  for (const char *key : {"schedule.lr_scale", "schedule.warmup_steps", "train.clip_norm", "train.weight_decay",
+                          "train.adam_beta1", "train.adam_beta2", "train.adam_eps", "training.label_smoothing"})
     updated.metadata[key] = recorded.at(key);
   artifact = std::move(updated);
   return Status::OK();

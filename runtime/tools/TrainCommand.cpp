@@ -372,7 +372,8 @@ int ranksAgree(tfmdist::Communicator &comm, const char *what, uint64_t value, co
 std::string overridesText(const tfmrt::TrainingOverrides &o) {
   std::string text;
   char buf[40];
-  for (const std::optional<double> &v : {o.lrScale, o.peakLr, o.clipNorm, o.weightDecay})
+  for (const std::optional<double> &v :
+       {o.lrScale, o.peakLr, o.clipNorm, o.weightDecay, o.adamBeta1, o.adamBeta2, o.adamEps, o.labelSmoothing})
     text += v ? (std::snprintf(buf, sizeof buf, "%.17g;", *v), buf) : "-;";
   return text + (o.warmupSteps ? std::to_string(*o.warmupSteps) : "-");
 }
@@ -380,7 +381,8 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
 // How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
 // "key old -> new" items): by the command line when every change is one it can set.
 std::string resumeSettingsHint(const std::string &change) {
-  static const char *const settable[] = {"lr_scale ", "warmup_steps ", "clip_norm ", "weight_decay "};
+  static const char *const settable[] = {"lr_scale ",  "warmup_steps ", "clip_norm ",      "weight_decay ",
+                                         "adam_beta1 ", "adam_beta2 ",   "adam_eps ", "label_smoothing "};
   bool allSettable = true;
   for (size_t pos = 0; pos < change.size();) {
     size_t end = change.find(", ", pos);
@@ -394,7 +396,8 @@ std::string resumeSettingsHint(const std::string &change) {
     pos = end + 2;
   }
   return allSettable ? "pass the options the run that wrote it was given (--lr or --lr-scale, --warmup-steps, "
-                       "--clip-norm, --weight-decay), recompile the spec with the checkpoint's values, "
+                       "--clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing), recompile the spec "
+                       "with the checkpoint's values, "
                      : "recompile the spec with the checkpoint's values, ";
 }
 
@@ -440,7 +443,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (!readRunSettings("train", cl, rs,
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
                         "tgt", "tokenizer", "src-tokenizer", "tgt-tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
-                        "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay"}))
+                        "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay", "adam-betas", "adam-eps",
+                        "label-smoothing"}))
     return 2;
   // The schedule, clipping and weight decay without recompiling (checked when applied).
   tfmrt::TrainingOverrides &overrides = rs.trainingOverrides;
@@ -449,6 +453,24 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (cl.has("warmup-steps")) overrides.warmupSteps = cl.getInt("warmup-steps", 0);
   if (cl.has("clip-norm")) overrides.clipNorm = cl.getDouble("clip-norm", 0);
   if (cl.has("weight-decay")) overrides.weightDecay = cl.getDouble("weight-decay", 0);
+  if (cl.has("adam-eps")) overrides.adamEps = cl.getDouble("adam-eps", 0);
+  if (cl.has("label-smoothing")) overrides.labelSmoothing = cl.getDouble("label-smoothing", 0);
+  if (cl.has("adam-betas")) {
+    // "0.9,0.98", or fairseq's spelling "(0.9, 0.98)".
+    std::string text = cl.get("adam-betas");
+    text.erase(std::remove_if(text.begin(), text.end(), [](char c) { return c == '(' || c == ')' || c == ' '; }), text.end());
+    const size_t comma = text.find(',');
+    char *end1 = nullptr, *end2 = nullptr;
+    const std::string first = text.substr(0, comma), second = comma == std::string::npos ? "" : text.substr(comma + 1);
+    const double b1 = std::strtod(first.c_str(), &end1), b2 = std::strtod(second.c_str(), &end2);
+    if (comma == std::string::npos || first.empty() || second.empty() || *end1 || *end2) {
+      std::cerr << "tfmc train: error: --adam-betas takes two numbers, beta1,beta2 (e.g. 0.9,0.98), got '"
+                << cl.get("adam-betas") << "'\n";
+      return 2;
+    }
+    overrides.adamBeta1 = b1;
+    overrides.adamBeta2 = b2;
+  }
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
                  "--entries=forward,train_step)"
@@ -985,7 +1007,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
         {"--checkpoint-every", std::to_string(checkpointEvery)},
         {"--eval-every", std::to_string(evalEvery)},
         {"--kernels", rs.kernels},  // other kernels round differently: the ranks' weights drift apart
-        {"--lr / --lr-scale, --warmup-steps, --clip-norm or --weight-decay", overridesText(rs.trainingOverrides)},
+        {"--lr / --lr-scale, --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps or --label-smoothing",
+         overridesText(rs.trainingOverrides)},
     };
     for (const auto &[option, value] : options)
       if (int code = ranksAgree(comm, option, tfmdist::fingerprint(value.data(), value.size()),

@@ -1,8 +1,9 @@
 // Training settings a run may change without recompiling (tfmc train --lr, --lr-scale,
-// --warmup-steps, --clip-norm, --weight-decay; fairseq's and Marian's options of those names).
-// The compiled update carries them as attributes of its ops (tfm.lr_schedule, tfm.clip_scale,
-// tfm.adam_update); applyTrainingOverrides rewrites those and the metadata that records them, so
-// checkpoints record, and resumes compare, the values the run trained with.
+// --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing;
+// fairseq's options of those names). The compiled program carries them as attributes of its ops
+// (tfm.lr_schedule, tfm.clip_scale, tfm.adam_update, the label-smoothed loss and its gradient);
+// applyTrainingOverrides rewrites those and the metadata that records them, so checkpoints
+// record, and resumes compare, the values the run trained with.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,13 @@ struct TrainingOverrides {
   std::optional<int64_t> warmupSteps;
   std::optional<double> clipNorm;     // > 0; the artifact must have been compiled with clipping
   std::optional<double> weightDecay;  // in [0, 1)
-  bool empty() const { return !lrScale && !peakLr && !warmupSteps && !clipNorm && !weightDecay; }
+  std::optional<double> adamBeta1, adamBeta2;  // in [0, 1)
+  std::optional<double> adamEps;               // in [1e-30, 1e30]
+  std::optional<double> labelSmoothing;        // in [0, 1): the training loss and the validation loss
+  bool empty() const {
+    return !lrScale && !peakLr && !warmupSteps && !clipNorm && !weightDecay && !adamBeta1 && !adamBeta2 && !adamEps &&
+           !labelSmoothing;
+  }
 };
 
 // Applies `o` to every function of `artifact` that updates weights (train_step, apply_update).
