@@ -89,10 +89,19 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   if (o.adamBeta2) info.adamBeta2 = *o.adamBeta2;
   if (o.adamEps) info.adamEps = *o.adamEps;
   if (o.labelSmoothing) info.labelSmoothing = *o.labelSmoothing;
+  // Only the keys of what was set: an artifact without one (older, or built by hand) gains no
+  // default that its ops may not hold.
   const auto recorded = toMetadata(info);
-  for (const char *key : {"schedule.lr_scale", "schedule.warmup_steps", "train.clip_norm", "train.weight_decay",
-                          "train.adam_beta1", "train.adam_beta2", "train.adam_eps", "training.label_smoothing"})
-    updated.metadata[key] = recorded.at(key);
+  const std::pair<bool, const char *> keys[] = {{o.lrScale || o.peakLr, "schedule.lr_scale"},
+                                                {bool(o.warmupSteps), "schedule.warmup_steps"},
+                                                {bool(o.clipNorm), "train.clip_norm"},
+                                                {bool(o.weightDecay), "train.weight_decay"},
+                                                {bool(o.adamBeta1), "train.adam_beta1"},
+                                                {bool(o.adamBeta2), "train.adam_beta2"},
+                                                {bool(o.adamEps), "train.adam_eps"},
+                                                {bool(o.labelSmoothing), "training.label_smoothing"}};
+  for (const auto &[set, key] : keys)
+    if (set) updated.metadata[key] = recorded.at(key);
   artifact = std::move(updated);
   return Status::OK();
 }

@@ -25,7 +25,7 @@ struct RunSettings {
   bool profile = false;
   // demo: the spec it compiled (an input no output may replace).
   std::string specPath;
-  // train: the schedule, clipping and weight decay the command line sets (applied to the artifact
+  // train: the training settings the command line sets (--lr, ...; applied to the artifact
   // before its kernels are prepared).
   tfmrt::TrainingOverrides trainingOverrides;
   // Set by prepareRun: the metadata of a checkpoint given as --weights (its tokenizer record).

@@ -446,7 +446,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                         "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay", "adam-betas", "adam-eps",
                         "label-smoothing"}))
     return 2;
-  // The schedule, clipping and weight decay without recompiling (checked when applied).
+  // Training settings without recompiling (--lr, ...; checked when applied).
   tfmrt::TrainingOverrides &overrides = rs.trainingOverrides;
   if (cl.has("lr")) overrides.peakLr = cl.getDouble("lr", 0);
   if (cl.has("lr-scale")) overrides.lrScale = cl.getDouble("lr-scale", 0);
