@@ -110,6 +110,20 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   fn.addPass(mlir::createCSEPass());
   if (options.bf16) pm.addPass(createLowerKvPrecision(LowerKvPrecisionOptions{report}));
   if (failed(pm.run(*module))) return nullptr;
+  if (report) {
+    // A pass --fusion left out reports nothing of its own, so the report says which passes did not
+    // run: a fused and an unfused report then differ by these lines, not by silence.
+    const std::string fusion = options.describe();
+    auto notRun = [&](bool on, const char *pass, const char *item) {
+      if (!on)
+        mlir::emitRemark(module->getLoc()) << pass << ": not run (--fusion=" << fusion << " leaves out " << item
+                                           << "): its candidate sites stay unfused";
+    };
+    notRun(options.mergeProjections, "merge-projections", "merge-projections");
+    notRun(options.fuseAttention, "fuse-attention", "attention");
+    notRun(options.fuseEpilogues, "fuse-epilogues", "epilogues");
+    notRun(options.assignLayouts, "assign-layouts", "layouts");
+  }
   return module;
 }
 

@@ -27,7 +27,7 @@ commands:
       with the artifact appended (needs the translate entries).
       --fusion picks passes: a comma list of merge-projections, attention, epilogues, layouts.
       --fusion-report lists every candidate site, fused or not and why, with the spec line it
-      came from. --entries adds entry functions to `forward`: `gradients` (tfm-autodiff: the
+      came from, and each pass --fusion left out. --entries adds entry functions to `forward`: `gradients` (tfm-autodiff: the
       loss and one gradient per parameter, named grad:<parameter>), `train_step` (dropout,
       forward, backward and Adam in place: for tfmc train), `accumulate` (with train_step:
       gradients summed over batches, then the update: for train --update-freq and mpirun),

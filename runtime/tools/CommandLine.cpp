@@ -55,7 +55,7 @@ std::vector<OptionSpec> runOptions() {
 std::vector<OptionSpec> pipelineOptions() {
   return {
       {"fusion", Kind::Text, "all (default), none, or a comma list of merge-projections, attention, epilogues, layouts"},
-      {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why"},
+      {"fusion-report", Kind::Flag, "list every fusion site, fused or not and why, and each pass --fusion left out"},
       {"print-ir-after-all", Kind::Flag, "print the IR after every pass"},
       {"precision", Kind::Text, "f32 (default), bf16 (bf16 GEMM operands with f32 accumulation, weights and weight gradients) or int8 (int8 GEMMs in inference entries)"},
   };
