@@ -1,6 +1,7 @@
 #include "tfmrt/training_overrides.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "format.h"
@@ -17,6 +18,21 @@ Status outOfRange(const char *option, const std::string &want, double got) {
   return invalidArgument(cat(option, " must be ", want, ", got ", got));
 }
 
+// The kinds of dropout site, told apart by the site names the importer gives
+// ("<scope>.probs", "<scope>.activation"; "<scope>.residual" and "<branch>.embed" are `dropout`).
+enum DropoutKind { kResidualDropout, kAttentionDropout, kActivationDropout, kDropoutKinds };
+
+bool endsWith(const std::string &s, const char *suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+DropoutKind dropoutKind(const Node &node) {
+  const auto it = node.attrs.find("site");
+  const std::string site = it == node.attrs.end() ? "" : it->second.s;
+  return endsWith(site, ".probs") ? kAttentionDropout : endsWith(site, ".activation") ? kActivationDropout : kResidualDropout;
+}
+
 }  // namespace
 
 Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
@@ -31,19 +47,22 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   if (o.weightDecay && !(*o.weightDecay >= 0 && *o.weightDecay < 1))
     return outOfRange("--weight-decay", "in [0, 1)", *o.weightDecay);
   for (const auto &[value, option] : {std::pair{o.adamBeta1, "--adam-betas (beta1)"}, {o.adamBeta2, "--adam-betas (beta2)"},
-                                     {o.labelSmoothing, "--label-smoothing"}})
+                                     {o.labelSmoothing, "--label-smoothing"}, {o.dropout, "--dropout"},
+                                     {o.attentionDropout, "--attention-dropout"},
+                                     {o.activationDropout, "--activation-dropout"}})
     if (value && !(*value >= 0 && *value < 1)) return outOfRange(option, "in [0, 1)", *value);
   // Adam runs in f32: a smaller eps is 0 there (0/0), a larger one inf (as the spec's bounds).
   if (o.adamEps && !(*o.adamEps >= 1e-30 && *o.adamEps <= kMaxRate)) return outOfRange("--adam-eps", "in [1e-30, 1e30]", *o.adamEps);
 
   ModelInfo info;
   TFMRT_RETURN_IF_ERROR(readModelInfo(artifact, info));
-  int schedules = 0, clips = 0, updates = 0;
+  int schedules = 0, clips = 0, updates = 0, dropouts[kDropoutKinds] = {};
   for (const EntryFunction &fn : artifact.functions)
     for (const Node &node : fn.nodes) {
       schedules += node.op == "tfm.lr_schedule";
       clips += node.op == "tfm.clip_scale";
       updates += node.op == "tfm.adam_update";
+      if (node.op == "tfm.dropout") ++dropouts[dropoutKind(node)];
     }
   if (schedules == 0 || updates == 0)
     return invalidArgument(cat("model '", artifact.modelName,
@@ -54,6 +73,20 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
                                "' was compiled without gradient clipping, which adds ops to the update (it is not a "
                                "value to set): set training.clip_norm in its spec and recompile; --clip-norm then "
                                "changes the norm"));
+  // A rate of 0 at compile time builds no dropout site (nothing to draw masks for), so there is
+  // no rate to change: as clipping, it is the spec's to switch on.
+  const struct {
+    const std::optional<double> &rate;
+    DropoutKind kind;
+    const char *option, *specKey;
+  } dropoutOptions[] = {{o.dropout, kResidualDropout, "--dropout", "model.dropout"},
+                        {o.attentionDropout, kAttentionDropout, "--attention-dropout", "model.attention_dropout"},
+                        {o.activationDropout, kActivationDropout, "--activation-dropout", "model.activation_dropout"}};
+  for (const auto &d : dropoutOptions)
+    if (d.rate && dropouts[d.kind] == 0)
+      return invalidArgument(cat(d.option, ": model '", artifact.modelName, "' was compiled with ", d.specKey,
+                                 " 0, which builds no such dropout (there is no rate to change): set ", d.specKey,
+                                 " > 0 in its spec and recompile; ", d.option, " then changes the rate (0 included)"));
 
   // The new values, then the attributes that carry them: nothing changes until all are known.
   Artifact updated = artifact;
@@ -81,6 +114,9 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
         if (o.adamEps) node.attrs["epsilon"] = AttrValue::ofFloat(*o.adamEps);
       } else if (node.attrs.count("smoothing") && o.labelSmoothing) {  // the loss, its gradient (fused or not)
         node.attrs["smoothing"] = AttrValue::ofFloat(*o.labelSmoothing);
+      } else if (node.op == "tfm.dropout") {  // forward and backward alike (one site, one mask)
+        for (const auto &d : dropoutOptions)
+          if (d.rate && d.kind == dropoutKind(node)) node.attrs["rate"] = AttrValue::ofFloat(*d.rate);
       }
     }
   if (o.clipNorm) info.clipNorm = *o.clipNorm;
@@ -89,6 +125,9 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   if (o.adamBeta2) info.adamBeta2 = *o.adamBeta2;
   if (o.adamEps) info.adamEps = *o.adamEps;
   if (o.labelSmoothing) info.labelSmoothing = *o.labelSmoothing;
+  if (o.dropout) info.dropout = *o.dropout;
+  if (o.attentionDropout) info.attentionDropout = *o.attentionDropout;
+  if (o.activationDropout) info.activationDropout = *o.activationDropout;
   // Only the keys of what was set: an artifact without one (older, or built by hand) gains no
   // default that its ops may not hold.
   const auto recorded = toMetadata(info);
@@ -99,7 +138,10 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
                                                 {bool(o.adamBeta1), "train.adam_beta1"},
                                                 {bool(o.adamBeta2), "train.adam_beta2"},
                                                 {bool(o.adamEps), "train.adam_eps"},
-                                                {bool(o.labelSmoothing), "training.label_smoothing"}};
+                                                {bool(o.labelSmoothing), "training.label_smoothing"},
+                                                {bool(o.dropout), "train.dropout"},
+                                                {bool(o.attentionDropout), "train.attention_dropout"},
+                                                {bool(o.activationDropout), "train.activation_dropout"}};
   for (const auto &[set, key] : keys)
     if (set) updated.metadata[key] = recorded.at(key);
   artifact = std::move(updated);

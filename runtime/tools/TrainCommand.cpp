@@ -373,7 +373,8 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
   std::string text;
   char buf[40];
   for (const std::optional<double> &v :
-       {o.lrScale, o.peakLr, o.clipNorm, o.weightDecay, o.adamBeta1, o.adamBeta2, o.adamEps, o.labelSmoothing})
+       {o.lrScale, o.peakLr, o.clipNorm, o.weightDecay, o.adamBeta1, o.adamBeta2, o.adamEps, o.labelSmoothing, o.dropout,
+        o.attentionDropout, o.activationDropout})
     text += v ? (std::snprintf(buf, sizeof buf, "%.17g;", *v), buf) : "-;";
   return text + (o.warmupSteps ? std::to_string(*o.warmupSteps) : "-");
 }
@@ -381,8 +382,9 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
 // How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
 // "key old -> new" items): by the command line when every change is one it can set.
 std::string resumeSettingsHint(const std::string &change) {
-  static const char *const settable[] = {"lr_scale ",  "warmup_steps ", "clip_norm ",      "weight_decay ",
-                                         "adam_beta1 ", "adam_beta2 ",   "adam_eps ", "label_smoothing "};
+  static const char *const settable[] = {"lr_scale ",  "warmup_steps ", "clip_norm ",       "weight_decay ",
+                                         "adam_beta1 ", "adam_beta2 ",   "adam_eps ",        "label_smoothing ",
+                                         "dropout ",    "attention_dropout ", "activation_dropout "};
   bool allSettable = true;
   for (size_t pos = 0; pos < change.size();) {
     size_t end = change.find(", ", pos);
@@ -392,11 +394,16 @@ std::string resumeSettingsHint(const std::string &change) {
     for (const char *key : settable) ok |= item.rfind(key, 0) == 0;
     // Clipping on or off changes the compiled update: only its norm is a value.
     if (item.rfind("clip_norm ", 0) == 0) ok &= item.find(" 0.000000e+00") == std::string::npos;
+    // Likewise an artifact compiled with a dropout rate of 0 has no sites to set a rate on.
+    const std::string toZero = "-> 0.000000e+00";
+    if (item.find("dropout ") != std::string::npos && item.size() >= toZero.size())
+      ok &= item.compare(item.size() - toZero.size(), toZero.size(), toZero) != 0;
     allSettable &= ok;
     pos = end + 2;
   }
   return allSettable ? "pass the options the run that wrote it was given (--lr or --lr-scale, --warmup-steps, "
-                       "--clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing), recompile the spec "
+                       "--clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing, --dropout, "
+                       "--attention-dropout, --activation-dropout), recompile the spec "
                        "with the checkpoint's values, "
                      : "recompile the spec with the checkpoint's values, ";
 }
@@ -444,7 +451,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                        {"steps", "first-step", "log-every", "checkpoint", "checkpoint-every", "resume", "data", "src",
                         "tgt", "tokenizer", "src-tokenizer", "tgt-tokenizer", "batch-tokens", "valid-split", "eval-every", "metrics", "save-dir", "keep-last", "patience", "valid-bleu", "update-freq", "check-weights-every", "skip-nonfinite", "max-epochs",
                         "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay", "adam-betas", "adam-eps",
-                        "label-smoothing"}))
+                        "label-smoothing", "dropout", "attention-dropout", "activation-dropout"}))
     return 2;
   // Training settings without recompiling (--lr, ...; checked when applied).
   tfmrt::TrainingOverrides &overrides = rs.trainingOverrides;
@@ -455,6 +462,9 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   if (cl.has("weight-decay")) overrides.weightDecay = cl.getDouble("weight-decay", 0);
   if (cl.has("adam-eps")) overrides.adamEps = cl.getDouble("adam-eps", 0);
   if (cl.has("label-smoothing")) overrides.labelSmoothing = cl.getDouble("label-smoothing", 0);
+  if (cl.has("dropout")) overrides.dropout = cl.getDouble("dropout", 0);
+  if (cl.has("attention-dropout")) overrides.attentionDropout = cl.getDouble("attention-dropout", 0);
+  if (cl.has("activation-dropout")) overrides.activationDropout = cl.getDouble("activation-dropout", 0);
   if (cl.has("adam-betas")) {
     // "0.9,0.98", or fairseq's spelling "(0.9, 0.98)".
     std::string text = cl.get("adam-betas");
@@ -964,7 +974,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
   };
   // The gradient clipping, weight decay and schedule (the spec's or the command line's), said where
   // the run starts (the log's grad norm is the norm before clipping, as fairseq's and Marian's).
-  char clipping[240] = "";
+  char clipping[320] = "";
   if (info.clipNorm > 0) std::snprintf(clipping, sizeof clipping, ", gradients clipped to a norm of %g", info.clipNorm);
   if (info.weightDecay > 0)
     std::snprintf(clipping + std::strlen(clipping), sizeof clipping - std::strlen(clipping), ", weight decay %g",
@@ -975,6 +985,11 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                   tfmrt::scheduledLearningRate(info.lrScale, double(info.dModel), double(info.warmupSteps),
                                                double(info.warmupSteps)),
                   (long long)info.warmupSteps);
+  // The dropout rates of the program (the spec's or the command line's), when any is compiled in.
+  for (const auto &[rate, what] : {std::pair{info.dropout, "dropout"}, {info.attentionDropout, "attention dropout"},
+                                   {info.activationDropout, "activation dropout"}})
+    if (rate > 0)
+      std::snprintf(clipping + std::strlen(clipping), sizeof clipping - std::strlen(clipping), ", %s %g", what, rate);
   if (corpus)
     std::printf("training %s (%s kernels) on %lld batches per epoch, steps %lld..%lld%s\n", a.modelName.c_str(),
                 rs.kernels.c_str(), (long long)data.train.batchesPerEpoch(), (long long)firstStep,
@@ -1007,7 +1022,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
         {"--checkpoint-every", std::to_string(checkpointEvery)},
         {"--eval-every", std::to_string(evalEvery)},
         {"--kernels", rs.kernels},  // other kernels round differently: the ranks' weights drift apart
-        {"--lr / --lr-scale, --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps or --label-smoothing",
+        {"--lr / --lr-scale, --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing or "
+         "the dropout rates",
          overridesText(rs.trainingOverrides)},
     };
     for (const auto &[option, value] : options)

@@ -1,7 +1,8 @@
 // Training settings a run may change without recompiling (tfmc train --lr, --lr-scale,
-// --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing;
-// fairseq's options of those names). The compiled program carries them as attributes of its ops
-// (tfm.lr_schedule, tfm.clip_scale, tfm.adam_update, the label-smoothed loss and its gradient);
+// --warmup-steps, --clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing,
+// --dropout, --attention-dropout, --activation-dropout; fairseq's options of those names). The
+// compiled program carries them as attributes of its ops (tfm.lr_schedule, tfm.clip_scale,
+// tfm.adam_update, the label-smoothed loss and its gradient, each tfm.dropout by its site);
 // applyTrainingOverrides rewrites those and the metadata that records them, so checkpoints
 // record, and resumes compare, the values the run trained with.
 #pragma once
@@ -24,15 +25,19 @@ struct TrainingOverrides {
   std::optional<double> adamBeta1, adamBeta2;  // in [0, 1)
   std::optional<double> adamEps;               // in [1e-30, 1e30]
   std::optional<double> labelSmoothing;        // in [0, 1): the training loss and the validation loss
+  // In [0, 1): the rates of the dropout sites the artifact was compiled with (a spec rate of 0
+  // builds no site): residual branches and embeddings, attention probabilities, inside the FFN.
+  std::optional<double> dropout, attentionDropout, activationDropout;
   bool empty() const {
     return !lrScale && !peakLr && !warmupSteps && !clipNorm && !weightDecay && !adamBeta1 && !adamBeta2 && !adamEps &&
-           !labelSmoothing;
+           !labelSmoothing && !dropout && !attentionDropout && !activationDropout;
   }
 };
 
 // Applies `o` to every function of `artifact` that updates weights (train_step, apply_update).
-// Refuses values out of range, lrScale together with peakLr, an artifact without an update, and
-// clipNorm on one compiled without clipping (clipping adds ops; it is not an attribute). The
+// Refuses values out of range, lrScale together with peakLr, an artifact without an update,
+// clipNorm on one compiled without clipping (clipping adds ops; it is not an attribute), and a
+// dropout rate for a kind of site the artifact has none of (rate 0 at compile time). The
 // errors name the option (--lr, ...). On error `artifact` is unchanged.
 Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o);
 
