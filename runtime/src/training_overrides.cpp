@@ -35,6 +35,24 @@ DropoutKind dropoutKind(const Node &node) {
 
 }  // namespace
 
+const std::vector<SettableTrainingKey> &settableTrainingKeys() {
+  using O = const TrainingOverrides &;
+  static const std::vector<SettableTrainingKey> keys = {
+      {"schedule.lr_scale", "--lr or --lr-scale", [](O o) { return o.lrScale || o.peakLr; }},
+      {"schedule.warmup_steps", "--warmup-steps", [](O o) { return bool(o.warmupSteps); }},
+      {"train.clip_norm", "--clip-norm", [](O o) { return bool(o.clipNorm); }},
+      {"train.weight_decay", "--weight-decay", [](O o) { return bool(o.weightDecay); }},
+      {"train.adam_beta1", "--adam-betas", [](O o) { return bool(o.adamBeta1); }},
+      {"train.adam_beta2", "--adam-betas", [](O o) { return bool(o.adamBeta2); }},
+      {"train.adam_eps", "--adam-eps", [](O o) { return bool(o.adamEps); }},
+      {"training.label_smoothing", "--label-smoothing", [](O o) { return bool(o.labelSmoothing); }},
+      {"train.dropout", "--dropout", [](O o) { return bool(o.dropout); }},
+      {"train.attention_dropout", "--attention-dropout", [](O o) { return bool(o.attentionDropout); }},
+      {"train.activation_dropout", "--activation-dropout", [](O o) { return bool(o.activationDropout); }},
+  };
+  return keys;
+}
+
 Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   if (o.empty()) return Status::OK();
   if (o.lrScale && o.peakLr)
@@ -131,19 +149,8 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   // Only the keys of what was set: an artifact without one (older, or built by hand) gains no
   // default that its ops may not hold.
   const auto recorded = toMetadata(info);
-  const std::pair<bool, const char *> keys[] = {{o.lrScale || o.peakLr, "schedule.lr_scale"},
-                                                {bool(o.warmupSteps), "schedule.warmup_steps"},
-                                                {bool(o.clipNorm), "train.clip_norm"},
-                                                {bool(o.weightDecay), "train.weight_decay"},
-                                                {bool(o.adamBeta1), "train.adam_beta1"},
-                                                {bool(o.adamBeta2), "train.adam_beta2"},
-                                                {bool(o.adamEps), "train.adam_eps"},
-                                                {bool(o.labelSmoothing), "training.label_smoothing"},
-                                                {bool(o.dropout), "train.dropout"},
-                                                {bool(o.attentionDropout), "train.attention_dropout"},
-                                                {bool(o.activationDropout), "train.activation_dropout"}};
-  for (const auto &[set, key] : keys)
-    if (set) updated.metadata[key] = recorded.at(key);
+  for (const SettableTrainingKey &key : settableTrainingKeys())
+    if (key.isSet(o)) updated.metadata[key.metadataKey] = recorded.at(key.metadataKey);
   artifact = std::move(updated);
   return Status::OK();
 }

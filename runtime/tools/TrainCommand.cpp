@@ -382,30 +382,33 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
 // How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
 // "key old -> new" items): by the command line when every change is one it can set.
 std::string resumeSettingsHint(const std::string &change) {
-  static const char *const settable[] = {"lr_scale ",  "warmup_steps ", "clip_norm ",       "weight_decay ",
-                                         "adam_beta1 ", "adam_beta2 ",   "adam_eps ",        "label_smoothing ",
-                                         "dropout ",    "attention_dropout ", "activation_dropout "};
+  const auto &settable = tfmrt::settableTrainingKeys();
   bool allSettable = true;
   for (size_t pos = 0; pos < change.size();) {
     size_t end = change.find(", ", pos);
     if (end == std::string::npos) end = change.size();
     const std::string item = change.substr(pos, end - pos);
+    const std::string key = item.substr(0, item.find(' '));  // the metadata key without its prefix
     bool ok = false;
-    for (const char *key : settable) ok |= item.rfind(key, 0) == 0;
-    // Clipping on or off changes the compiled update: only its norm is a value.
-    if (item.rfind("clip_norm ", 0) == 0) ok &= item.find(" 0.000000e+00") == std::string::npos;
-    // Likewise an artifact compiled with a dropout rate of 0 has no sites to set a rate on.
+    for (const tfmrt::SettableTrainingKey &s : settable) {
+      const std::string name = s.metadataKey;
+      ok |= name.substr(name.find('.') + 1) == key;
+    }
+    // Clipping on or off changes the compiled update: only its norm is a value. Likewise an
+    // artifact compiled with a dropout rate of 0 has no sites to set a rate on.
+    if (key == "clip_norm") ok &= item.find(" 0.000000e+00") == std::string::npos;
     const std::string toZero = "-> 0.000000e+00";
-    if (item.find("dropout ") != std::string::npos && item.size() >= toZero.size())
+    if (key.find("dropout") != std::string::npos && item.size() >= toZero.size())
       ok &= item.compare(item.size() - toZero.size(), toZero.size(), toZero) != 0;
     allSettable &= ok;
     pos = end + 2;
   }
-  return allSettable ? "pass the options the run that wrote it was given (--lr or --lr-scale, --warmup-steps, "
-                       "--clip-norm, --weight-decay, --adam-betas, --adam-eps, --label-smoothing, --dropout, "
-                       "--attention-dropout, --activation-dropout), recompile the spec "
-                       "with the checkpoint's values, "
-                     : "recompile the spec with the checkpoint's values, ";
+  if (!allSettable) return "recompile the spec with the checkpoint's values, ";
+  std::string options;
+  const char *last = "";
+  for (const tfmrt::SettableTrainingKey &s : settable)  // beta1 and beta2 are one option, listed once
+    if (std::strcmp(s.option, last) != 0) options += (options.empty() ? "" : ", ") + std::string(last = s.option);
+  return "pass the options the run that wrote it was given (" + options + "), recompile the spec with the checkpoint's values, ";
 }
 
 int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals &stopSignals);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tfmrt/artifact.h"
 #include "tfmrt/status.h"
@@ -33,6 +34,16 @@ struct TrainingOverrides {
            !labelSmoothing && !dropout && !attentionDropout && !activationDropout;
   }
 };
+
+// The metadata keys the overrides set ("schedule.lr_scale", ...), each with the option that sets
+// it as messages name it ("--lr or --lr-scale") and whether `o` sets it: one table for the
+// rewrite, for checkpoints, and for the resume refusal's advice.
+struct SettableTrainingKey {
+  const char *metadataKey;
+  const char *option;
+  bool (*isSet)(const TrainingOverrides &o);
+};
+const std::vector<SettableTrainingKey> &settableTrainingKeys();
 
 // Applies `o` to every function of `artifact` that updates weights (train_step, apply_update).
 // Refuses values out of range, lrScale together with peakLr, an artifact without an update,
