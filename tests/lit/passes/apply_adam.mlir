@@ -9,14 +9,15 @@
 // CHECK: %[[W2:.*]] = tfm.param "out.weight"
 // CHECK: %[[LOSS:.*]] = tfm.label_smoothed_xent
 // CHECK: tfm.label_smoothed_xent_grad
-// CHECK: %[[G1:.*]] = tfm.weight_grad
+// CHECK: %[[GOUT:.*]] = tfm.weight_grad {{.*}} -> tensor<11x8xf32>
+// CHECK: %[[GFC1:.*]] = tfm.weight_grad {{.*}} -> tensor<8x8xf32>
 // CHECK: %[[LR:.*]] = tfm.lr_schedule %arg2 {d_model = 8 : i64, lr_scale = 5.000000e-01 : f64, warmup_steps = 10 : i64} : (tensor<i32>) -> tensor<f32>
 // CHECK-NEXT: %[[M1:.*]] = tfm.state "adam.m/fc1.weight" : tensor<8x8xf32>
 // CHECK-NEXT: %[[V1:.*]] = tfm.state "adam.v/fc1.weight" : tensor<8x8xf32>
-// CHECK-NEXT: %[[U1:.*]] = tfm.adam_update %[[W1]], %{{.*}}, %[[LR]], %arg2, %[[M1]], %[[V1]] {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64}
+// CHECK-NEXT: %[[U1:.*]] = tfm.adam_update %[[W1]], %[[GFC1]], %[[LR]], %arg2, %[[M1]], %[[V1]] {beta1 = 9.000000e-01 : f64, beta2 = 0.97999999999999998 : f64, epsilon = 1.000000e-09 : f64}
 // CHECK-NEXT: %[[M2:.*]] = tfm.state "adam.m/out.weight" : tensor<11x8xf32>
 // CHECK-NEXT: %[[V2:.*]] = tfm.state "adam.v/out.weight" : tensor<11x8xf32>
-// CHECK-NEXT: %[[U2:.*]] = tfm.adam_update %[[W2]], %{{.*}}, %[[LR]], %arg2, %[[M2]], %[[V2]]
+// CHECK-NEXT: %[[U2:.*]] = tfm.adam_update %[[W2]], %[[GOUT]], %[[LR]], %arg2, %[[M2]], %[[V2]]
 // CHECK-NEXT: %[[SUM:.*]] = tfm.add %[[U1]], %[[U2]] : tensor<f32>
 // CHECK-NEXT: return %[[LOSS]], %[[SUM]] : tensor<f32>, tensor<f32>
 func.func @train_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>
@@ -35,16 +36,16 @@ func.func @train_step(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: t
 // parameter changes), one tfm.clip_scale of it, and every update scaled by it; grad_sq_norm is
 // the norm before clipping.
 // CHECK-LABEL: func.func @clipped
-// CHECK: %[[G1:.*]] = tfm.weight_grad
-// CHECK: %[[G2:.*]] = tfm.weight_grad
+// CHECK: %[[G1:.*]] = tfm.weight_grad {{.*}} -> tensor<11x8xf32>
+// CHECK: %[[G2:.*]] = tfm.weight_grad {{.*}} -> tensor<8x8xf32>
 // CHECK: %[[LR:.*]] = tfm.lr_schedule %arg2
 // CHECK-NOT: tfm.adam_update
-// CHECK: %[[S1:.*]] = tfm.sum_squares %{{.*}} : (tensor<8x8xf32>) -> tensor<f32>
-// CHECK-NEXT: %[[S2:.*]] = tfm.sum_squares %{{.*}} : (tensor<11x8xf32>) -> tensor<f32>
+// CHECK: %[[S1:.*]] = tfm.sum_squares %[[G2]] : (tensor<8x8xf32>) -> tensor<f32>
+// CHECK-NEXT: %[[S2:.*]] = tfm.sum_squares %[[G1]] : (tensor<11x8xf32>) -> tensor<f32>
 // CHECK-NEXT: %[[SUM:.*]] = tfm.add %[[S1]], %[[S2]] : tensor<f32>
 // CHECK-NEXT: %[[SCALE:.*]] = tfm.clip_scale %[[SUM]] {max_norm = 2.500000e-01 : f64} : (tensor<f32>) -> tensor<f32>
-// CHECK: tfm.adam_update %{{.*}}, %{{.*}}, %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
-// CHECK: tfm.adam_update %{{.*}}, %{{.*}}, %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
+// CHECK: tfm.adam_update %{{.*}}, %[[G2]], %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
+// CHECK: tfm.adam_update %{{.*}}, %[[G1]], %[[LR]], %arg2, %{{.*}}, %{{.*}} scale %[[SCALE]] {beta1
 // CHECK-NEXT: return %{{.*}}, %[[SUM]] : tensor<f32>, tensor<f32>
 func.func @clipped(%x: tensor<?x?x8xf32>, %targets: tensor<?x?xi32>, %step: tensor<i32> {tfm.name = "step"}) -> tensor<f32>
     attributes {tfm.differentiate, tfm.mode = "inference",
