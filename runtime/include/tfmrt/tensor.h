@@ -65,6 +65,10 @@ struct Tensor {
 
   std::string describe() const;  // "f32[2, 3]"
 
+  // Storage allocations (heap or mapped) by every tensor of the process so far: tests of steady
+  // state check that repeated calls leave it unchanged (operator new never sees this storage).
+  static uint64_t storageAllocations();
+
 private:
   enum class Storage { Heap, HugeMapping, OnTouchMapping };
   void allocate(size_t bytes, Storage storage = Storage::Heap, bool zero = true);

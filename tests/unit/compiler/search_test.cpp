@@ -1248,7 +1248,8 @@ TEST(Alignment, Bf16KeysStayCloseToTheReference) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
   EXPECT_LT(worst, 0.05);
-  EXPECT_GT(worst, 0.0);  // bf16 did round something (the f32 model is within 2e-5)
+  // bf16 did round something: the f32 model is within 2e-5 of the reference (the test above).
+  EXPECT_GT(worst, 2e-5) << "bf16 alignment as close as f32's";
 }
 
 TEST(Alignment, Refusals) {

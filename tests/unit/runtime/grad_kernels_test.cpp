@@ -131,6 +131,7 @@ TEST(FastGradKernels, EmptyRows) {
   ASSERT_EQ(w.shape, Shape({4, 5}));
   for (int64_t i = 0; i < w.numel(); ++i) EXPECT_EQ(w.data<float>()[i], 0.0f);
   Tensor b = SingleOp("tfm.bias_grad", {{dy}}, {}).run(KernelBackend::Dnnl);
+  ASSERT_EQ(b.shape, Shape({4}));
   for (int64_t i = 0; i < b.numel(); ++i) EXPECT_EQ(b.data<float>()[i], 0.0f);
 }
 

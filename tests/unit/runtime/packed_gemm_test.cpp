@@ -192,6 +192,26 @@ TEST(PackedGemmAmx, MatchesThePlainBodyOnEveryBlockAndTail) {
 TEST(PackedGemmBf16, IsaCapReadAsOneDnnReadsIt) {
   ScopedEnv restore("ONEDNN_MAX_CPU_ISA", "");  // the outer value comes back at the end
   ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  // The cap itself, on every CPU (below, the CPU checks are false without AVX512-BF16 / AMX
+  // whatever the cap says).
+  EXPECT_TRUE(gemm::isaCapAllows("AVX512_CORE_BF16"));
+  for (const char *value : {"garbage", "", "avx512_core_bf16", "ALL", "AVX512_CORE_AMX", "avx512_core_amx", "all"}) {
+    ::setenv("ONEDNN_MAX_CPU_ISA", value, 1);
+    EXPECT_TRUE(gemm::isaCapAllows("AVX512_CORE_BF16")) << "'" << value << "'";
+  }
+  for (const char *value : {"AVX2", "avx512_core_vnni", "AVX512_CORE", "AVX2_VNNI", "SSE41", "avx512_mic_4ops"}) {
+    ::setenv("ONEDNN_MAX_CPU_ISA", value, 1);
+    EXPECT_FALSE(gemm::isaCapAllows("AVX512_CORE_BF16")) << "'" << value << "'";
+    EXPECT_FALSE(gemm::isaCapAllows("AVX512_CORE_AMX")) << "'" << value << "'";
+  }
+  for (const char *value : {"garbage", "", "ALL", "avx512_core_amx"}) {
+    ::setenv("ONEDNN_MAX_CPU_ISA", value, 1);
+    EXPECT_TRUE(gemm::isaCapAllows("AVX512_CORE_AMX")) << "'" << value << "'";
+  }
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 1);
+  EXPECT_FALSE(gemm::isaCapAllows("AVX512_CORE_AMX"));
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  // And the CPU checks follow it.
   const bool bf16 = gemm::cpuHasAvx512Bf16(), amx = gemm::amxAllowed("bf16");
   for (const char *value : {"garbage", "", "avx512_core_bf16", "ALL", "AVX512_CORE_AMX", "avx512_core_amx"}) {
     ::setenv("ONEDNN_MAX_CPU_ISA", value, 1);

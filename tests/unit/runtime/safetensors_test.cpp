@@ -121,7 +121,8 @@ TEST(Safetensors, BadOffsets) {
   TensorMap out;
   EXPECT_ERROR(parse(rawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 8), out), "tensor 'w'",
                "needs 8");
-  EXPECT_ERROR(parse(rawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), out), "tensor 'w'");
+  EXPECT_ERROR(parse(rawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), out), "tensor 'w'",
+               "0 <= begin <= end");
   EXPECT_ERROR(parse(rawFile(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                              12),
@@ -222,6 +223,7 @@ protected:
 TEST_F(WeightsTest, LoadsGoodFile) {
   ASSERT_OK(loadFile(good));
   EXPECT_TRUE(allClose(*model->weight("w"), good["w"], 0, 0));
+  EXPECT_TRUE(allClose(*model->weight("b"), good["b"], 0, 0));
   EXPECT_EQ(model->weight("nope"), nullptr);
 }
 

@@ -130,6 +130,7 @@ Tensor sinusoidTable(int64_t rows, int64_t dim) {
     switch (a.dtype) {
     case DType::F32: x = a.data<float>()[i], y = b.data<float>()[i]; break;
     case DType::I32: x = a.data<int32_t>()[i], y = b.data<int32_t>()[i]; break;
+    case DType::BF16: x = bf16ToFloat(a.data<uint16_t>()[i]), y = bf16ToFloat(b.data<uint16_t>()[i]); break;
     default: x = a.data<uint8_t>()[i], y = b.data<uint8_t>()[i]; break;
     }
     double err = std::fabs(x - y);
@@ -142,7 +143,12 @@ Tensor sinusoidTable(int64_t rows, int64_t dim) {
   }
   if (!bad) return ::testing::AssertionSuccess();
   auto f = [&](const Tensor &t) {
-    return t.dtype == DType::F32 ? double(t.data<float>()[first]) : double(t.data<int32_t>()[first]);
+    switch (t.dtype) {
+    case DType::F32: return double(t.data<float>()[first]);
+    case DType::I32: return double(t.data<int32_t>()[first]);
+    case DType::BF16: return double(bf16ToFloat(t.data<uint16_t>()[first]));
+    default: return double(t.data<uint8_t>()[first]);
+    }
   };
   return ::testing::AssertionFailure() << bad << " of " << a.numel() << " elements differ (worst abs err " << worst
                                        << "); first at flat index " << first << ": " << f(a) << " vs " << f(b);

@@ -107,8 +107,6 @@ void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs)
     }
 }
 
-namespace {
-
 // Whether ONEDNN_MAX_CPU_ISA allows `level` (AVX512_CORE_BF16 or AVX512_CORE_AMX), read as oneDNN
 // 2.6 reads it: one of its names, any case, caps the ISA; unset, empty or a name it does not know
 // leaves it uncapped (a cap we applied where oneDNN did not turned bf16 off with a notice that
@@ -131,8 +129,6 @@ bool isaCapAllows(const std::string &level) {
   const unsigned capBits = bits(isa), want = bits(level);
   return capBits == 0 || (capBits & want) == want;
 }
-
-}  // namespace
 
 bool cpuHasAvx512Bf16() {
   // ONEDNN_MAX_CPU_ISA caps oneDNN's kernels; our dispatch follows it, so one variable tests the

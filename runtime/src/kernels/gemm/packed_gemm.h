@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tfmrt::gemm {
 
@@ -58,6 +59,9 @@ void packPanelsBf16(const float *w, int64_t k, int64_t n, bool transposed, uint1
 void toBf16PairsReference(const float *x, int64_t m, int64_t k, uint32_t *pairs);
 // True when the CPU has AVX512-BF16 (and the AVX-512 base the f32 path needs).
 bool cpuHasAvx512Bf16();
+// Whether ONEDNN_MAX_CPU_ISA allows `level` ("AVX512_CORE_BF16" or "AVX512_CORE_AMX"), read as
+// oneDNN 2.6 reads it (the cap both cpuHasAvx512Bf16 and amxAllowed apply before asking the CPU).
+bool isaCapAllows(const std::string &level);
 void toBf16PairsAvx512Bf16(const float *x, int64_t m, int64_t k, uint32_t *pairs);
 // x[0, count) -> bf16 in place order (nearest even), threads over chunks: the operands of oneDNN's
 // bf16 GEMMs. Needs cpuHasAvx512Bf16().
