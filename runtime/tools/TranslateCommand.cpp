@@ -841,13 +841,14 @@ int translateCommand(const CommandLine &cl) {
                      (long long)w.encodedPositions, (long long)w.rows, (long long)w.decoderPositions,
                      (long long)w.memoryPositions, (long long)w.encodeCalls);
     if (workers == 1)
-      std::fprintf(to, "time: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, search %.3f s, other %.3f s\n",
-                       w.admitSeconds, w.stepSeconds, w.searchSeconds,
+      std::fprintf(to, "time: admissions %.3f s (encode %.3f s, slot copies %.3f s), decoder calls %.3f s, search %.3f s, other %.3f s\n",
+                       w.admitSeconds, w.encodeSeconds, w.copySeconds, w.stepSeconds, w.searchSeconds,
                        secs - w.admitSeconds - w.stepSeconds - w.searchSeconds);
     else
-      std::fprintf(to, "time summed over the %lld workers: admissions (encode, slot copies) %.3f s, decoder calls %.3f s, "
-                       "search %.3f s\n",
-                       (long long)workers, w.admitSeconds, w.stepSeconds, w.searchSeconds);
+      std::fprintf(to, "time summed over the %lld workers: admissions %.3f s (encode %.3f s, slot copies %.3f s), decoder "
+                       "calls %.3f s, search %.3f s\n",
+                       (long long)workers, w.admitSeconds, w.encodeSeconds, w.copySeconds, w.stepSeconds,
+                       w.searchSeconds);
     for (size_t i = 0; i < members; ++i) {
       if (members > 1) std::fprintf(to, "ensemble member %zu:\n", i + 1);
       printProfile(*models[i], size_t(decodeSteps()), "decoder call", to);

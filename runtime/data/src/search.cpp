@@ -688,7 +688,9 @@ Status Translator::search(const std::vector<std::vector<int32_t>> &sources, std:
             std::copy(srcIds[size_t(n)].begin(), srcIds[size_t(n)].end(), batchIds.begin() + (n - blockFirst) * S);
           const auto t0 = Clock::now();
           TFMRT_RETURN_IF_ERROR(decoder_->encode(Tensor::i32({end - blockFirst, S}, batchIds)));
-          work_.admitSeconds += secondsSince(t0);
+          const double encodeSeconds = secondsSince(t0);
+          work_.admitSeconds += encodeSeconds;
+          work_.encodeSeconds += encodeSeconds;
           work_.encodedPositions += (end - blockFirst) * S;
           ++work_.encodeCalls;
         }
@@ -717,7 +719,9 @@ Status Translator::search(const std::vector<std::vector<int32_t>> &sources, std:
         if (blockRows.empty()) break;
         const auto t0 = Clock::now();
         TFMRT_RETURN_IF_ERROR(decoder_->admit(blockRows, lengths, admittedSlots));
-        work_.admitSeconds += secondsSince(t0);
+        const double copySeconds = secondsSince(t0);
+        work_.admitSeconds += copySeconds;
+        work_.copySeconds += copySeconds;
       }
       inFlightLongest = longest;
     }

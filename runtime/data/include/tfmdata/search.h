@@ -165,14 +165,16 @@ public:
   // row, and it also re-projects the memory for cross-attention: memoryPositions).
   struct Work {
     int64_t encodedPositions = 0, encodeCalls = 0, rows = 0, decoderPositions = 0, memoryPositions = 0;
-    // Wall time in the decoder's admissions (encode and the slot copies), in its steps, and in
-    // the search between steps (scoring rows, extending and finishing hypotheses).
-    double admitSeconds = 0, stepSeconds = 0, searchSeconds = 0;
+    // Wall time in the decoder's admissions (admitSeconds: encode, encodeSeconds, and the slot
+    // copies, copySeconds), in its steps, and in the search between steps (scoring rows,
+    // extending and finishing hypotheses).
+    double admitSeconds = 0, encodeSeconds = 0, copySeconds = 0, stepSeconds = 0, searchSeconds = 0;
     Work &operator+=(const Work &o) {  // summed over translators (tfmc translate --workers)
       encodedPositions += o.encodedPositions, encodeCalls += o.encodeCalls, rows += o.rows;
       decoderPositions += o.decoderPositions;
       memoryPositions += o.memoryPositions;
-      admitSeconds += o.admitSeconds, stepSeconds += o.stepSeconds, searchSeconds += o.searchSeconds;
+      admitSeconds += o.admitSeconds, encodeSeconds += o.encodeSeconds, copySeconds += o.copySeconds;
+      stepSeconds += o.stepSeconds, searchSeconds += o.searchSeconds;
       return *this;
     }
   };
