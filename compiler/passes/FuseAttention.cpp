@@ -76,6 +76,8 @@ AttentionMatch matchAttention(tfm::SoftmaxOp softmax) {
   if (!softmax->hasOneUse()) return fail("the attention probabilities are used elsewhere");
   Operation *user = *softmax->getUsers().begin();
   if ((m.dropout = dyn_cast<tfm::DropoutOp>(user))) {
+    // A training dropout draws masks; tfm.fused_attention's dropout_rate is inference's identity.
+    if (m.dropout.getStep()) return fail("training dropout on the attention probabilities");
     if (!m.dropout->hasOneUse()) return fail("the attention probabilities are used elsewhere");
     user = *m.dropout->getUsers().begin();
   }

@@ -20,7 +20,8 @@ Status outOfRange(const char *option, const std::string &want, double got) {
 
 // The kinds of dropout site, told apart by the site names the importer gives
 // ("<scope>.probs", "<scope>.activation"; "<scope>.residual" and "<branch>.embed" are `dropout`).
-enum DropoutKind { kResidualDropout, kAttentionDropout, kActivationDropout, kDropoutKinds };
+// A site of another name (an artifact built by hand) is no option's to change.
+enum DropoutKind { kResidualDropout, kAttentionDropout, kActivationDropout, kDropoutKinds, kOtherDropout = kDropoutKinds };
 
 bool endsWith(const std::string &s, const char *suffix) {
   const size_t n = std::strlen(suffix);
@@ -30,7 +31,19 @@ bool endsWith(const std::string &s, const char *suffix) {
 DropoutKind dropoutKind(const Node &node) {
   const auto it = node.attrs.find("site");
   const std::string site = it == node.attrs.end() ? "" : it->second.s;
-  return endsWith(site, ".probs") ? kAttentionDropout : endsWith(site, ".activation") ? kActivationDropout : kResidualDropout;
+  if (endsWith(site, ".probs")) return kAttentionDropout;
+  if (endsWith(site, ".activation")) return kActivationDropout;
+  if (endsWith(site, ".residual") || endsWith(site, ".embed")) return kResidualDropout;
+  return kOtherDropout;
+}
+
+// Dropout sites per kind in the artifact's functions.
+void countDropouts(const Artifact &artifact, int (&counts)[kDropoutKinds]) {
+  for (int &c : counts) c = 0;
+  for (const EntryFunction &fn : artifact.functions)
+    for (const Node &node : fn.nodes)
+      if (node.op == "tfm.dropout")
+        if (const DropoutKind kind = dropoutKind(node); kind != kOtherDropout) ++counts[kind];
 }
 
 }  // namespace
@@ -51,6 +64,28 @@ const std::vector<SettableTrainingKey> &settableTrainingKeys() {
       {"train.activation_dropout", "--activation-dropout", [](O o) { return bool(o.activationDropout); }},
   };
   return keys;
+}
+
+bool trainingOptionsCanSet(const Artifact &artifact, const std::string &metadataKey, double value) {
+  bool known = false;
+  for (const SettableTrainingKey &key : settableTrainingKeys()) known |= metadataKey == key.metadataKey;
+  if (!known) return false;
+  if (metadataKey == "train.clip_norm") {  // a norm, not clipping on or off
+    bool clips = false;
+    for (const EntryFunction &fn : artifact.functions)
+      for (const Node &node : fn.nodes) clips |= node.op == "tfm.clip_scale";
+    return clips && value > 0;
+  }
+  const std::pair<const char *, DropoutKind> kinds[] = {{"train.dropout", kResidualDropout},
+                                                        {"train.attention_dropout", kAttentionDropout},
+                                                        {"train.activation_dropout", kActivationDropout}};
+  for (const auto &[key, kind] : kinds)
+    if (metadataKey == key) {
+      int counts[kDropoutKinds];
+      countDropouts(artifact, counts);
+      return value == 0 || counts[kind] > 0;
+    }
+  return true;
 }
 
 Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
@@ -74,13 +109,13 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
 
   ModelInfo info;
   TFMRT_RETURN_IF_ERROR(readModelInfo(artifact, info));
-  int schedules = 0, clips = 0, updates = 0, dropouts[kDropoutKinds] = {};
+  int schedules = 0, clips = 0, updates = 0, dropouts[kDropoutKinds];
+  countDropouts(artifact, dropouts);
   for (const EntryFunction &fn : artifact.functions)
     for (const Node &node : fn.nodes) {
       schedules += node.op == "tfm.lr_schedule";
       clips += node.op == "tfm.clip_scale";
       updates += node.op == "tfm.adam_update";
-      if (node.op == "tfm.dropout") ++dropouts[dropoutKind(node)];
     }
   if (schedules == 0 || updates == 0)
     return invalidArgument(cat("model '", artifact.modelName,
@@ -92,7 +127,8 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
                                "value to set): set training.clip_norm in its spec and recompile; --clip-norm then "
                                "changes the norm"));
   // A rate of 0 at compile time builds no dropout site (nothing to draw masks for), so there is
-  // no rate to change: as clipping, it is the spec's to switch on.
+  // no rate to change: as clipping, it is the spec's to switch on. Asking for 0 there is what the
+  // artifact does already.
   const struct {
     const std::optional<double> &rate;
     DropoutKind kind;
@@ -101,7 +137,7 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
                         {o.attentionDropout, kAttentionDropout, "--attention-dropout", "model.attention_dropout"},
                         {o.activationDropout, kActivationDropout, "--activation-dropout", "model.activation_dropout"}};
   for (const auto &d : dropoutOptions)
-    if (d.rate && dropouts[d.kind] == 0)
+    if (d.rate && *d.rate > 0 && dropouts[d.kind] == 0)
       return invalidArgument(cat(d.option, ": model '", artifact.modelName, "' was compiled with ", d.specKey,
                                  " 0, which builds no such dropout (there is no rate to change): set ", d.specKey,
                                  " > 0 in its spec and recompile; ", d.option, " then changes the rate (0 included)"));

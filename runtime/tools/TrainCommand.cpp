@@ -380,26 +380,23 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
 }
 
 // How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
-// "key old -> new" items): by the command line when every change is one it can set.
-std::string resumeSettingsHint(const std::string &change) {
+// "key old -> new" items) with `artifact`: by the command line when it can set every item to the
+// checkpoint's value (not clipping on or off, nor a dropout rate > 0 the artifact has no sites for).
+std::string resumeSettingsHint(const std::string &change, const tfmrt::Artifact &artifact) {
   const auto &settable = tfmrt::settableTrainingKeys();
   bool allSettable = true;
   for (size_t pos = 0; pos < change.size();) {
     size_t end = change.find(", ", pos);
     if (end == std::string::npos) end = change.size();
     const std::string item = change.substr(pos, end - pos);
-    const std::string key = item.substr(0, item.find(' '));  // the metadata key without its prefix
+    const size_t space = item.find(' ');
+    const std::string key = item.substr(0, space);  // the metadata key without its prefix
+    const double was = space == std::string::npos ? NAN : std::strtod(item.c_str() + space + 1, nullptr);
     bool ok = false;
     for (const tfmrt::SettableTrainingKey &s : settable) {
       const std::string name = s.metadataKey;
-      ok |= name.substr(name.find('.') + 1) == key;
+      if (name.substr(name.find('.') + 1) == key) ok = tfmrt::trainingOptionsCanSet(artifact, name, was);
     }
-    // Clipping on or off changes the compiled update: only its norm is a value. Likewise an
-    // artifact compiled with a dropout rate of 0 has no sites to set a rate on.
-    if (key == "clip_norm") ok &= item.find(" 0.000000e+00") == std::string::npos;
-    const std::string toZero = "-> 0.000000e+00";
-    if (key.find("dropout") != std::string::npos && item.size() >= toZero.size())
-      ok &= item.compare(item.size() - toZero.size(), toZero.size(), toZero) != 0;
     allSettable &= ok;
     pos = end + 2;
   }
@@ -408,7 +405,7 @@ std::string resumeSettingsHint(const std::string &change) {
   const char *last = "";
   for (const tfmrt::SettableTrainingKey &s : settable)  // beta1 and beta2 are one option, listed once
     if (std::strcmp(s.option, last) != 0) options += (options.empty() ? "" : ", ") + std::string(last = s.option);
-  return "pass the options the run that wrote it was given (" + options + "), recompile the spec with the checkpoint's values, ";
+  return "pass the options that give the checkpoint's values (" + options + "), recompile the spec with them, ";
 }
 
 int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals &stopSignals);
@@ -456,18 +453,19 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                         "time-limit", "quiet", "lr", "lr-scale", "warmup-steps", "clip-norm", "weight-decay", "adam-betas", "adam-eps",
                         "label-smoothing", "dropout", "attention-dropout", "activation-dropout"}))
     return 2;
-  // Training settings without recompiling (--lr, ...; checked when applied).
+  // Training settings without recompiling (--lr, ...; checked when applied). + 0.0: -0 is 0, as
+  // checkpoints record it.
   tfmrt::TrainingOverrides &overrides = rs.trainingOverrides;
-  if (cl.has("lr")) overrides.peakLr = cl.getDouble("lr", 0);
-  if (cl.has("lr-scale")) overrides.lrScale = cl.getDouble("lr-scale", 0);
+  if (cl.has("lr")) overrides.peakLr = cl.getDouble("lr", 0) + 0.0;
+  if (cl.has("lr-scale")) overrides.lrScale = cl.getDouble("lr-scale", 0) + 0.0;
   if (cl.has("warmup-steps")) overrides.warmupSteps = cl.getInt("warmup-steps", 0);
-  if (cl.has("clip-norm")) overrides.clipNorm = cl.getDouble("clip-norm", 0);
-  if (cl.has("weight-decay")) overrides.weightDecay = cl.getDouble("weight-decay", 0);
-  if (cl.has("adam-eps")) overrides.adamEps = cl.getDouble("adam-eps", 0);
-  if (cl.has("label-smoothing")) overrides.labelSmoothing = cl.getDouble("label-smoothing", 0);
-  if (cl.has("dropout")) overrides.dropout = cl.getDouble("dropout", 0);
-  if (cl.has("attention-dropout")) overrides.attentionDropout = cl.getDouble("attention-dropout", 0);
-  if (cl.has("activation-dropout")) overrides.activationDropout = cl.getDouble("activation-dropout", 0);
+  if (cl.has("clip-norm")) overrides.clipNorm = cl.getDouble("clip-norm", 0) + 0.0;
+  if (cl.has("weight-decay")) overrides.weightDecay = cl.getDouble("weight-decay", 0) + 0.0;
+  if (cl.has("adam-eps")) overrides.adamEps = cl.getDouble("adam-eps", 0) + 0.0;
+  if (cl.has("label-smoothing")) overrides.labelSmoothing = cl.getDouble("label-smoothing", 0) + 0.0;
+  if (cl.has("dropout")) overrides.dropout = cl.getDouble("dropout", 0) + 0.0;
+  if (cl.has("attention-dropout")) overrides.attentionDropout = cl.getDouble("attention-dropout", 0) + 0.0;
+  if (cl.has("activation-dropout")) overrides.activationDropout = cl.getDouble("activation-dropout", 0) + 0.0;
   if (cl.has("adam-betas")) {
     // "0.9,0.98", or fairseq's spelling "(0.9, 0.98)".
     std::string text = cl.get("adam-betas");
@@ -481,8 +479,8 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
                 << cl.get("adam-betas") << "'\n";
       return 2;
     }
-    overrides.adamBeta1 = b1;
-    overrides.adamBeta2 = b2;
+    overrides.adamBeta1 = b1 + 0.0;
+    overrides.adamBeta2 = b2 + 0.0;
   }
   if (cl.positionals.size() != 1) {
     std::cerr << "tfmc train: error: expected exactly one artifact (tfmc train <model.tfmx>, compiled with "
@@ -769,7 +767,7 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     if (std::string change = tfmrt::trainingSettingsChange(resumed, model->artifact()); !change.empty()) {
       std::cerr << "tfmc train: error: checkpoint '" << resume << "' was trained with other training settings than "
                 << rs.artifactPath << " has (" << change
-                << "); resuming continues the same run, so they must match: " << resumeSettingsHint(change)
+                << "); resuming continues the same run, so they must match: " << resumeSettingsHint(change, model->artifact())
                 << "or start a new run from its weights (--weights instead of --resume)\n";
       return 1;  // as every other refused resume (2 is for a command line that does not parse)
     }

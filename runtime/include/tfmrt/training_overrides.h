@@ -45,10 +45,15 @@ struct SettableTrainingKey {
 };
 const std::vector<SettableTrainingKey> &settableTrainingKeys();
 
+// Whether the training options can make `artifact` hold `value` for `metadataKey` (one of
+// settableTrainingKeys()): not clipping on or off, nor a dropout rate > 0 of a kind compiled at 0.
+bool trainingOptionsCanSet(const Artifact &artifact, const std::string &metadataKey, double value);
+
 // Applies `o` to every function of `artifact` that updates weights (train_step, apply_update).
 // Refuses values out of range, lrScale together with peakLr, an artifact without an update,
 // clipNorm on one compiled without clipping (clipping adds ops; it is not an attribute), and a
-// dropout rate for a kind of site the artifact has none of (rate 0 at compile time). The
+// dropout rate > 0 for a kind of site the artifact has none of (rate 0 at compile time; 0 is
+// accepted there, as what the artifact does). The
 // errors name the option (--lr, ...). On error `artifact` is unchanged.
 Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o);
 

@@ -69,6 +69,26 @@ func.func @probabilities_escape(%x: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>) ->
 #enc = loc("encoder.layers.0.self_attn"("spec.yaml":7:3))
 
 // -----
+// Negative: a training dropout (with a step) draws masks, which the fused kernel does not; kept
+// unfused even when nothing else reads the probabilities.
+// CHECK-LABEL: func.func @training_dropout
+// CHECK: tfm.dropout
+// CHECK-NOT: tfm.fused_attention
+// REPORT: remark: fuse-attention: encoder.layers.0.self_attn: not fused: training dropout on the attention probabilities
+func.func @training_dropout(%x: tensor<?x?x8xf32>, %keep: tensor<?x?xi1>, %step: tensor<i32>) -> tensor<?x?x8xf32> {
+  %q = tfm.split_heads %x {heads = 2} : (tensor<?x?x8xf32>) -> tensor<?x2x?x4xf32> loc(#enc2)
+  %s = tfm.batch_matmul %q, %q {transpose_b = true} : (tensor<?x2x?x4xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x?xf32> loc(#enc2)
+  %s1 = tfm.scale %s {factor = 0.5 : f64} : tensor<?x2x?x?xf32> loc(#enc2)
+  %s2 = tfm.mask %s1, %keep : (tensor<?x2x?x?xf32>, tensor<?x?xi1>) -> tensor<?x2x?x?xf32> loc(#enc2)
+  %p = tfm.softmax %s2 : tensor<?x2x?x?xf32> loc(#enc2)
+  %p1 = tfm.dropout %p step(%step : tensor<i32>) {rate = 0.1 : f64, site = "encoder.layers.0.self_attn.probs"} : tensor<?x2x?x?xf32> loc(#enc2)
+  %c = tfm.batch_matmul %p1, %q : (tensor<?x2x?x?xf32>, tensor<?x2x?x4xf32>) -> tensor<?x2x?x4xf32> loc(#enc2)
+  %o = tfm.merge_heads %c : (tensor<?x2x?x4xf32>) -> tensor<?x?x8xf32> loc(#enc2)
+  return %o : tensor<?x?x8xf32>
+}
+#enc2 = loc("encoder.layers.0.self_attn"("spec.yaml":7:3))
+
+// -----
 // Negative: a softmax that is not attention (no mask / Q*K^T feeding it).
 // CHECK-LABEL: func.func @plain_softmax
 // CHECK: tfm.softmax
