@@ -81,9 +81,10 @@ std::string trainingSettings(const Artifact &a) {
 
 }  // namespace
 
-std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &a) {
+std::vector<TrainingSettingChange> trainingSettingChanges(const std::map<std::string, std::string> &checkpointMeta,
+                                                          const Artifact &a) {
   auto recordedIt = checkpointMeta.find("training_settings");
-  if (recordedIt == checkpointMeta.end()) return "";  // written before they were recorded
+  if (recordedIt == checkpointMeta.end()) return {};  // written before they were recorded
   const std::string &recorded = recordedIt->second;
   std::map<std::string, std::string> was;
   size_t pos = 0;
@@ -102,13 +103,23 @@ std::string trainingSettingsChange(const std::map<std::string, std::string> &che
   // so a checkpoint from before clipping and weight decay is refused by an artifact that has them.
   for (const char *key : {"train.clip_norm", "train.weight_decay"})
     for (auto *side : {&was, &now}) side->emplace(key, "0.000000e+00");
-  std::string changes;
+  std::vector<TrainingSettingChange> changes;
   for (const auto &[key, value] : was) {
     auto it = now.find(key);  // other keys only one side records (older files) cannot be compared
-    if (it == now.end() || it->second == value) continue;
-    changes += cat(changes.empty() ? "" : ", ", key.substr(key.find('.') + 1), " ", value, " -> ", it->second);
+    if (it != now.end() && it->second != value) changes.push_back({key, value, it->second});
   }
   return changes;
+}
+
+std::string describeTrainingSettingChanges(const std::vector<TrainingSettingChange> &changes) {
+  std::string text;
+  for (const TrainingSettingChange &c : changes)
+    text += cat(text.empty() ? "" : ", ", c.key.substr(c.key.find('.') + 1), " ", c.checkpointValue, " -> ", c.artifactValue);
+  return text;
+}
+
+std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &a) {
+  return describeTrainingSettingChanges(trainingSettingChanges(checkpointMeta, a));
 }
 
 namespace {

@@ -37,13 +37,36 @@ DropoutKind dropoutKind(const Node &node) {
   return kOtherDropout;
 }
 
-// Dropout sites per kind in the artifact's functions.
-void countDropouts(const Artifact &artifact, int (&counts)[kDropoutKinds]) {
-  for (int &c : counts) c = 0;
+// Each dropout option: its kind of site, the metadata key that records it, and the spec key that
+// compiles it in.
+struct DropoutSetting {
+  std::optional<double> TrainingOverrides::*rate;
+  DropoutKind kind;
+  const char *metadataKey, *option, *specKey;
+};
+constexpr DropoutSetting kDropoutSettings[] = {
+    {&TrainingOverrides::dropout, kResidualDropout, "train.dropout", "--dropout", "model.dropout"},
+    {&TrainingOverrides::attentionDropout, kAttentionDropout, "train.attention_dropout", "--attention-dropout",
+     "model.attention_dropout"},
+    {&TrainingOverrides::activationDropout, kActivationDropout, "train.activation_dropout", "--activation-dropout",
+     "model.activation_dropout"},
+};
+
+// The ops the overrides rewrite, counted over the artifact's functions.
+struct OverridableOps {
+  int schedules = 0, clips = 0, updates = 0, dropouts[kDropoutKinds] = {};
+};
+OverridableOps countOverridableOps(const Artifact &artifact) {
+  OverridableOps n;
   for (const EntryFunction &fn : artifact.functions)
-    for (const Node &node : fn.nodes)
+    for (const Node &node : fn.nodes) {
+      n.schedules += node.op == "tfm.lr_schedule";
+      n.clips += node.op == "tfm.clip_scale";
+      n.updates += node.op == "tfm.adam_update";
       if (node.op == "tfm.dropout")
-        if (const DropoutKind kind = dropoutKind(node); kind != kOtherDropout) ++counts[kind];
+        if (const DropoutKind kind = dropoutKind(node); kind != kOtherDropout) ++n.dropouts[kind];
+    }
+  return n;
 }
 
 }  // namespace
@@ -66,25 +89,20 @@ const std::vector<SettableTrainingKey> &settableTrainingKeys() {
   return keys;
 }
 
+bool TrainingOverrides::empty() const {
+  for (const SettableTrainingKey &key : settableTrainingKeys())
+    if (key.isSet(*this)) return false;
+  return true;
+}
+
 bool trainingOptionsCanSet(const Artifact &artifact, const std::string &metadataKey, double value) {
   bool known = false;
   for (const SettableTrainingKey &key : settableTrainingKeys()) known |= metadataKey == key.metadataKey;
   if (!known) return false;
-  if (metadataKey == "train.clip_norm") {  // a norm, not clipping on or off
-    bool clips = false;
-    for (const EntryFunction &fn : artifact.functions)
-      for (const Node &node : fn.nodes) clips |= node.op == "tfm.clip_scale";
-    return clips && value > 0;
-  }
-  const std::pair<const char *, DropoutKind> kinds[] = {{"train.dropout", kResidualDropout},
-                                                        {"train.attention_dropout", kAttentionDropout},
-                                                        {"train.activation_dropout", kActivationDropout}};
-  for (const auto &[key, kind] : kinds)
-    if (metadataKey == key) {
-      int counts[kDropoutKinds];
-      countDropouts(artifact, counts);
-      return value == 0 || counts[kind] > 0;
-    }
+  const OverridableOps ops = countOverridableOps(artifact);
+  if (metadataKey == "train.clip_norm") return ops.clips > 0 && value > 0;  // a norm, not clipping on or off
+  for (const DropoutSetting &d : kDropoutSettings)
+    if (metadataKey == d.metadataKey) return value == 0 || ops.dropouts[d.kind] > 0;
   return true;
 }
 
@@ -109,19 +127,12 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
 
   ModelInfo info;
   TFMRT_RETURN_IF_ERROR(readModelInfo(artifact, info));
-  int schedules = 0, clips = 0, updates = 0, dropouts[kDropoutKinds];
-  countDropouts(artifact, dropouts);
-  for (const EntryFunction &fn : artifact.functions)
-    for (const Node &node : fn.nodes) {
-      schedules += node.op == "tfm.lr_schedule";
-      clips += node.op == "tfm.clip_scale";
-      updates += node.op == "tfm.adam_update";
-    }
-  if (schedules == 0 || updates == 0)
+  const OverridableOps ops = countOverridableOps(artifact);
+  if (ops.schedules == 0 || ops.updates == 0)
     return invalidArgument(cat("model '", artifact.modelName,
                                "' updates no weights (no train_step or apply_update entry): the training options "
                                "(--lr, --warmup-steps, ...) have nothing to change"));
-  if (o.clipNorm && clips == 0)
+  if (o.clipNorm && ops.clips == 0)
     return invalidArgument(cat("--clip-norm: model '", artifact.modelName,
                                "' was compiled without gradient clipping, which adds ops to the update (it is not a "
                                "value to set): set training.clip_norm in its spec and recompile; --clip-norm then "
@@ -129,15 +140,8 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
   // A rate of 0 at compile time builds no dropout site (nothing to draw masks for), so there is
   // no rate to change: as clipping, it is the spec's to switch on. Asking for 0 there is what the
   // artifact does already.
-  const struct {
-    const std::optional<double> &rate;
-    DropoutKind kind;
-    const char *option, *specKey;
-  } dropoutOptions[] = {{o.dropout, kResidualDropout, "--dropout", "model.dropout"},
-                        {o.attentionDropout, kAttentionDropout, "--attention-dropout", "model.attention_dropout"},
-                        {o.activationDropout, kActivationDropout, "--activation-dropout", "model.activation_dropout"}};
-  for (const auto &d : dropoutOptions)
-    if (d.rate && *d.rate > 0 && dropouts[d.kind] == 0)
+  for (const DropoutSetting &d : kDropoutSettings)
+    if (const auto &rate = o.*d.rate; rate && *rate > 0 && ops.dropouts[d.kind] == 0)
       return invalidArgument(cat(d.option, ": model '", artifact.modelName, "' was compiled with ", d.specKey,
                                  " 0, which builds no such dropout (there is no rate to change): set ", d.specKey,
                                  " > 0 in its spec and recompile; ", d.option, " then changes the rate (0 included)"));
@@ -169,8 +173,8 @@ Status applyTrainingOverrides(Artifact &artifact, const TrainingOverrides &o) {
       } else if (node.attrs.count("smoothing") && o.labelSmoothing) {  // the loss, its gradient (fused or not)
         node.attrs["smoothing"] = AttrValue::ofFloat(*o.labelSmoothing);
       } else if (node.op == "tfm.dropout") {  // forward and backward alike (one site, one mask)
-        for (const auto &d : dropoutOptions)
-          if (d.rate && d.kind == dropoutKind(node)) node.attrs["rate"] = AttrValue::ofFloat(*d.rate);
+        for (const DropoutSetting &d : kDropoutSettings)
+          if (const auto &rate = o.*d.rate; rate && d.kind == dropoutKind(node)) node.attrs["rate"] = AttrValue::ofFloat(*rate);
       }
     }
   if (o.clipNorm) info.clipNorm = *o.clipNorm;

@@ -379,31 +379,17 @@ std::string overridesText(const tfmrt::TrainingOverrides &o) {
   return text + (o.warmupSteps ? std::to_string(*o.warmupSteps) : "-");
 }
 
-// How to resume a checkpoint whose training settings differ (`change`: trainingSettingsChange's
-// "key old -> new" items) with `artifact`: by the command line when it can set every item to the
-// checkpoint's value (not clipping on or off, nor a dropout rate > 0 the artifact has no sites for).
-std::string resumeSettingsHint(const std::string &change, const tfmrt::Artifact &artifact) {
-  const auto &settable = tfmrt::settableTrainingKeys();
+// How to resume a checkpoint whose training settings differ from `artifact`'s: by the command
+// line when it can set every changed key to the checkpoint's value (not clipping on or off, nor a
+// dropout rate > 0 the artifact has no sites for).
+std::string resumeSettingsHint(const std::vector<tfmrt::TrainingSettingChange> &changes, const tfmrt::Artifact &artifact) {
   bool allSettable = true;
-  for (size_t pos = 0; pos < change.size();) {
-    size_t end = change.find(", ", pos);
-    if (end == std::string::npos) end = change.size();
-    const std::string item = change.substr(pos, end - pos);
-    const size_t space = item.find(' ');
-    const std::string key = item.substr(0, space);  // the metadata key without its prefix
-    const double was = space == std::string::npos ? NAN : std::strtod(item.c_str() + space + 1, nullptr);
-    bool ok = false;
-    for (const tfmrt::SettableTrainingKey &s : settable) {
-      const std::string name = s.metadataKey;
-      if (name.substr(name.find('.') + 1) == key) ok = tfmrt::trainingOptionsCanSet(artifact, name, was);
-    }
-    allSettable &= ok;
-    pos = end + 2;
-  }
+  for (const tfmrt::TrainingSettingChange &c : changes)
+    allSettable &= tfmrt::trainingOptionsCanSet(artifact, c.key, std::strtod(c.checkpointValue.c_str(), nullptr));
   if (!allSettable) return "recompile the spec with the checkpoint's values, ";
   std::string options;
   const char *last = "";
-  for (const tfmrt::SettableTrainingKey &s : settable)  // beta1 and beta2 are one option, listed once
+  for (const tfmrt::SettableTrainingKey &s : tfmrt::settableTrainingKeys())  // beta1, beta2: one option
     if (std::strcmp(s.option, last) != 0) options += (options.empty() ? "" : ", ") + std::string(last = s.option);
   return "pass the options that give the checkpoint's values (" + options + "), recompile the spec with them, ";
 }
@@ -764,10 +750,10 @@ int trainOnRanks(const CommandLine &cl, tfmdist::Communicator &comm, StopSignals
     int64_t last = 0;
     CheckpointMeta resumed;
     if (auto s = model->loadCheckpoint(resume, last, &resumed); !s.ok()) return fail("train", s);
-    if (std::string change = tfmrt::trainingSettingsChange(resumed, model->artifact()); !change.empty()) {
+    if (const auto changes = tfmrt::trainingSettingChanges(resumed, model->artifact()); !changes.empty()) {
       std::cerr << "tfmc train: error: checkpoint '" << resume << "' was trained with other training settings than "
-                << rs.artifactPath << " has (" << change
-                << "); resuming continues the same run, so they must match: " << resumeSettingsHint(change, model->artifact())
+                << rs.artifactPath << " has (" << tfmrt::describeTrainingSettingChanges(changes)
+                << "); resuming continues the same run, so they must match: " << resumeSettingsHint(changes, model->artifact())
                 << "or start a new run from its weights (--weights instead of --resume)\n";
       return 1;  // as every other refused resume (2 is for a command line that does not parse)
     }

@@ -93,6 +93,14 @@ Status planArtifactMemory(const Artifact &artifact, const std::string &entry,
 // dropout, Adam; not max_steps); empty when they agree or the checkpoint records none (older
 // files). A resumed run with other settings would not continue the same run.
 std::string trainingSettingsChange(const std::map<std::string, std::string> &checkpointMeta, const Artifact &artifact);
+// The same items, each a full metadata key ("train.dropout") with the checkpoint's and the
+// artifact's recorded values, in the order trainingSettingsChange names them.
+struct TrainingSettingChange {
+  std::string key, checkpointValue, artifactValue;
+};
+std::vector<TrainingSettingChange> trainingSettingChanges(const std::map<std::string, std::string> &checkpointMeta,
+                                                          const Artifact &artifact);
+std::string describeTrainingSettingChanges(const std::vector<TrainingSettingChange> &changes);
 
 // A checkpoint or weights file read without its model (tfmc inspect): its metadata and tensor
 // shapes, a checkpoint's version and the checksum of any file tfmc wrote verified (nothing is

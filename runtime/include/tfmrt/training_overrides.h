@@ -29,10 +29,7 @@ struct TrainingOverrides {
   // In [0, 1): the rates of the dropout sites the artifact was compiled with (a spec rate of 0
   // builds no site): residual branches and embeddings, attention probabilities, inside the FFN.
   std::optional<double> dropout, attentionDropout, activationDropout;
-  bool empty() const {
-    return !lrScale && !peakLr && !warmupSteps && !clipNorm && !weightDecay && !adamBeta1 && !adamBeta2 && !adamEps &&
-           !labelSmoothing && !dropout && !attentionDropout && !activationDropout;
-  }
+  bool empty() const;  // none is set
 };
 
 // The metadata keys the overrides set ("schedule.lr_scale", ...), each with the option that sets
