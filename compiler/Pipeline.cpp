@@ -66,6 +66,10 @@ std::string PipelineOptions::describe() const {
 
 mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRContext &ctx,
                                               const PipelineOptions &options) {
+  // One thread for verification and passes: the compile takes ~0.2 s (transformer-base, three
+  // entries), so MLIR's thread pool only added threads, and LeakSanitizer's exit-time tracer
+  // crashed now and then in processes that had run it (CI's sanitizer job, two three-entry compiles).
+  ctx.disableMultithreading();
   if (options.alignment && options.alignmentLayer >= spec.model.decoder_layers) {
     // An option's error, not the IR's: said as tfmc's other option errors are (MLIR's handler
     // printed a bare "error:").
@@ -86,7 +90,6 @@ mlir::OwningOpRef<mlir::ModuleOp> buildModule(const ModelSpec &spec, mlir::MLIRC
   mlir::PassManager pm(&ctx);
   pm.enableVerifier(options.verifyEach);
   if (options.printIrAfterAll) {
-    ctx.disableMultithreading();
     pm.enableIRPrinting(/*shouldPrintBeforePass=*/[](mlir::Pass *, mlir::Operation *) { return false; },
                         /*shouldPrintAfterPass=*/[](mlir::Pass *, mlir::Operation *) { return true; },
                         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);

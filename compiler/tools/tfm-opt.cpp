@@ -6,6 +6,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <vector>
+
 #include "passes/Passes.h"
 #include "tfm/TfmDialect.h"
 
@@ -22,5 +24,14 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   tfmc::registerTfmPasses();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "tfm optimizer driver\n", registry));
+  // One thread unless asked (--mlir-disable-threading=false): test inputs are small, and
+  // LeakSanitizer's exit-time tracer crashed now and then in processes that had run MLIR's pool.
+  std::vector<char *> args(argv, argv + argc);
+  bool threadingChosen = false;
+  for (int i = 1; i < argc; ++i)
+    threadingChosen |= llvm::StringRef(argv[i]).ltrim('-').starts_with("mlir-disable-threading");
+  static char disableThreading[] = "--mlir-disable-threading";
+  if (!threadingChosen) args.insert(args.begin() + 1, disableThreading);
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(int(args.size()), args.data(), "tfm optimizer driver\n", registry));
 }
